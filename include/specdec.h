@@ -1,0 +1,253 @@
+/* specdec.h: the one public header of specdec, a C inference engine for Qwen3-family
+ * models built around speculative decoding at batch size 1.
+ *
+ * Conventions
+ * - Handles are opaque; each *_init / *_load has a matching *_free (NULL is accepted).
+ * - Parameters come as structs filled by *_default_params(); set what you need, then pass.
+ * - Every fallible function returns a specdec_status and, when `err` is non-NULL, writes a
+ *   human-readable message that names the file, tensor, key or byte at fault. The library
+ *   never exits or aborts on bad input.
+ * - Token ids are int32_t. Text is UTF-8.
+ */
+#ifndef SPECDEC_H
+#define SPECDEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status and errors ------------------------------------------------------------ */
+
+typedef enum specdec_status {
+    SPECDEC_OK = 0,
+    SPECDEC_ERR_IO,           /* a file could not be opened / read / written */
+    SPECDEC_ERR_FORMAT,       /* a file is malformed (bad JSON, bad safetensors header, ...) */
+    SPECDEC_ERR_CONFIG,       /* config.json misses a key or holds a value out of range */
+    SPECDEC_ERR_MISSING,      /* a required tensor or file is absent */
+    SPECDEC_ERR_SHAPE,        /* a tensor's shape contradicts the config */
+    SPECDEC_ERR_DTYPE,        /* a tensor has a dtype we cannot use there */
+    SPECDEC_ERR_UNSUPPORTED,  /* well-formed but not supported (unknown model_type, template, ...) */
+    SPECDEC_ERR_INVALID_ARG,  /* a caller passed an invalid argument */
+    SPECDEC_ERR_UTF8,         /* input text is not valid UTF-8 */
+    SPECDEC_ERR_CONTEXT,      /* the request does not fit the context window */
+    SPECDEC_ERR_NOMEM,        /* allocation failed */
+    SPECDEC_ERR_CANCELLED,    /* the caller cancelled the operation */
+    SPECDEC_ERR_INTERNAL      /* a broken invariant: a bug in specdec */
+} specdec_status;
+
+/* A caller-owned error record. The library fills `msg` (NUL-terminated, truncated if long). */
+typedef struct specdec_err {
+    specdec_status status;
+    char msg[512];
+} specdec_err;
+
+/* Static name of a status ("ok", "io", "format", ...). */
+const char *specdec_status_name(specdec_status st);
+
+/* ---- dtypes ----------------------------------------------------------------------- */
+
+typedef enum specdec_dtype {
+    SPECDEC_DTYPE_F32 = 0,
+    SPECDEC_DTYPE_F16,
+    SPECDEC_DTYPE_BF16,
+    SPECDEC_DTYPE_U32,
+    SPECDEC_DTYPE_I32,
+    SPECDEC_DTYPE_I64,
+    SPECDEC_DTYPE_U8,
+    SPECDEC_DTYPE_COUNT
+} specdec_dtype;
+
+const char *specdec_dtype_name(specdec_dtype dt);
+
+/* ---- model ------------------------------------------------------------------------ */
+
+typedef struct specdec_model specdec_model;
+
+/* Called while a model loads; `done` and `total` are bytes. Return false to cancel. */
+typedef bool (*specdec_progress_fn)(uint64_t done, uint64_t total, void *user);
+
+typedef struct specdec_model_params {
+    specdec_progress_fn progress; /* may be NULL */
+    void *progress_user;
+    bool load_mtp;                /* bind the mtp.* drafter module when present (default true) */
+} specdec_model_params;
+
+specdec_model_params specdec_model_default_params(void);
+
+/* Load a Hugging Face style Qwen3 model directory (config.json + safetensors). The weights are
+ * mmapped and validated; the model owns the mapping until specdec_model_free. */
+specdec_status specdec_model_load(const char *dir, const specdec_model_params *params,
+                                  specdec_model **out, specdec_err *err);
+void specdec_model_free(specdec_model *m);
+
+typedef struct specdec_model_info {
+    char model_type[32];
+    int vocab_size, hidden_size, intermediate_size, n_layers, n_heads, n_kv_heads, head_dim;
+    int max_position_embeddings;
+    double rope_theta;
+    float rms_norm_eps;
+    bool tied_embeddings;
+    int quant_bits, quant_group;    /* 0 when the linears are dense */
+    specdec_dtype weight_dtype;     /* dtype of dense weights / quantization scales */
+    int mtp_layers;                 /* 0 when no drafter module is bound */
+    int n_eos; int32_t eos_ids[8];
+    uint64_t n_params;              /* logical parameters of the target (quantized counted unpacked) */
+    uint64_t n_params_mtp;
+    uint64_t weight_bytes;          /* bytes of all target tensors as stored */
+    uint64_t decode_bytes_per_token;/* weight bytes one decode step must read (embedding row, not table) */
+} specdec_model_info;
+
+void specdec_model_get_info(const specdec_model *m, specdec_model_info *out);
+
+/* ---- tokenizer -------------------------------------------------------------------- */
+
+typedef struct specdec_tokenizer specdec_tokenizer;
+
+/* Load DIR/tokenizer.json (and DIR/tokenizer_config.json when present). Needs no weights. */
+specdec_status specdec_tokenizer_load(const char *dir, specdec_tokenizer **out, specdec_err *err);
+void specdec_tokenizer_free(specdec_tokenizer *t);
+
+/* Encode UTF-8 text. Special/added tokens in the text are matched before BPE. Invalid UTF-8 is
+ * an error (SPECDEC_ERR_UTF8, naming the byte offset). *ids is malloc'ed; caller frees. */
+specdec_status specdec_tokenize(const specdec_tokenizer *t, const char *text, size_t len,
+                                int32_t **ids, size_t *n_ids, specdec_err *err);
+
+/* Decode ids to bytes (the raw bytes the tokens stand for, which may be invalid UTF-8 when a
+ * character is split). *out is malloc'ed and NUL-terminated; *out_len excludes the NUL. */
+specdec_status specdec_detokenize(const specdec_tokenizer *t, const int32_t *ids, size_t n_ids,
+                                  char **out, size_t *out_len, specdec_err *err);
+
+int specdec_tokenizer_vocab_size(const specdec_tokenizer *t);
+/* Id of a token given its exact content (e.g. "<|im_end|>"), or -1. */
+int32_t specdec_tokenizer_token_id(const specdec_tokenizer *t, const char *content);
+/* Chat template of tokenizer_config.json, or NULL. */
+const char *specdec_tokenizer_chat_template(const specdec_tokenizer *t);
+/* Ids that end generation according to tokenizer_config.json (eos_token), may be 0. */
+int specdec_tokenizer_eos_ids(const specdec_tokenizer *t, int32_t *ids, int max_ids);
+
+/* Streaming decoder: feeds token ids, emits only complete UTF-8 characters so a character
+ * that spans tokens is printed once, whole. */
+typedef struct specdec_stream_decoder specdec_stream_decoder;
+specdec_status specdec_stream_decoder_init(const specdec_tokenizer *t, specdec_stream_decoder **out,
+                                           specdec_err *err);
+/* Append the text of `id`; *text points into decoder-owned storage valid until the next call
+ * (may be empty). */
+specdec_status specdec_stream_decoder_push(specdec_stream_decoder *d, int32_t id,
+                                           const char **text, size_t *len);
+/* Flush what is held back (an incomplete character at the end comes out as U+FFFD). */
+void specdec_stream_decoder_flush(specdec_stream_decoder *d, const char **text, size_t *len);
+void specdec_stream_decoder_free(specdec_stream_decoder *d);
+
+/* ---- context: KV cache, scratch, threads ------------------------------------------ */
+
+typedef enum specdec_kv_dtype {
+    SPECDEC_KV_F32 = 0,
+    SPECDEC_KV_BF16,
+    SPECDEC_KV_F16
+} specdec_kv_dtype;
+
+typedef struct specdec_ctx specdec_ctx;
+
+typedef struct specdec_ctx_params {
+    int n_ctx;                 /* context length in tokens; 0 = model's max_position_embeddings */
+    int n_threads;             /* 0 = number of online CPUs */
+    specdec_kv_dtype kv_dtype; /* default: SPECDEC_KV_F32 (see docs/benchmarks/kv-dtype-*.md) */
+    bool reference_kernels;    /* use the scalar reference ops (slow; for tests) */
+    int max_batch;             /* most positions per forward call (prefill chunk, verify width); 0 = 64 */
+} specdec_ctx_params;
+
+specdec_ctx_params specdec_ctx_default_params(void);
+
+specdec_status specdec_ctx_init(const specdec_model *m, const specdec_ctx_params *p,
+                                specdec_ctx **out, specdec_err *err);
+void specdec_ctx_free(specdec_ctx *c);
+
+/* Number of positions currently held in the KV cache. */
+int specdec_ctx_n_past(const specdec_ctx *c);
+/* Drop KV entries at positions >= n (rollback without copy). n must be <= n_past. */
+specdec_status specdec_ctx_truncate(specdec_ctx *c, int n, specdec_err *err);
+
+/* Run the target over T tokens at positions n_past..n_past+T-1, appending them to the KV
+ * cache. When `logits` is non-NULL it receives (T, vocab) f32 logits, row t for position
+ * n_past+t; when `hidden` is non-NULL it receives (T, hidden) final hidden states (after
+ * model.norm). The values for a position are bitwise identical whatever T, the thread count
+ * and the way a sequence was split into calls (batch invariance). */
+specdec_status specdec_ctx_forward(specdec_ctx *c, const int32_t *tokens, int T,
+                                   float *logits, float *hidden, specdec_err *err);
+
+/* ---- sampling ---------------------------------------------------------------------- */
+
+typedef struct specdec_sampling_params {
+    float temperature;   /* 0 = greedy */
+    int top_k;           /* 0 = off */
+    float top_p;         /* 1 = off */
+    float min_p;         /* 0 = off */
+    uint64_t seed;
+} specdec_sampling_params;
+
+specdec_sampling_params specdec_sampling_default_params(void);
+
+/* Choose the token at absolute position `pos` from `logits` (vocab floats, not modified).
+ * Randomness is a pure function of (seed, pos): a seeded run is reproducible to the byte. */
+int32_t specdec_sample(const specdec_sampling_params *p, const float *logits, int vocab, int64_t pos);
+
+/* ---- generation -------------------------------------------------------------------- */
+
+/* Called with each piece of text as it becomes printable. Return false to cancel. */
+typedef bool (*specdec_text_fn)(const char *text, size_t len, void *user);
+
+typedef struct specdec_gen_params {
+    int max_tokens;                   /* token budget; never exceeded */
+    specdec_sampling_params sampling;
+    const char *const *stop;          /* stop strings (not emitted), may be NULL */
+    int n_stop;
+    bool ignore_eos;
+    specdec_text_fn on_text; void *user;
+    volatile int *cancel;             /* set non-zero from anywhere to stop within one step */
+} specdec_gen_params;
+
+specdec_gen_params specdec_gen_default_params(void);
+
+typedef struct specdec_gen_stats {
+    int prompt_tokens, generated_tokens;
+    double prefill_ms, decode_ms;
+    double prefill_tok_s, decode_tok_s;
+    int stop_reason;                  /* 0 budget, 1 eos, 2 stop string, 3 cancelled */
+} specdec_gen_stats;
+
+/* Classic decoding: prefill `prompt` (ids) into a fresh context state, then sample up to
+ * max_tokens. Generated ids are written to *out_ids (malloc'ed, may be NULL). */
+specdec_status specdec_generate(specdec_ctx *c, const specdec_tokenizer *tok,
+                                const int32_t *prompt, int n_prompt, const specdec_gen_params *p,
+                                int32_t **out_ids, int *n_out, specdec_gen_stats *stats,
+                                specdec_err *err);
+
+/* ---- quantizer --------------------------------------------------------------------- */
+
+typedef struct specdec_quantize_params {
+    int bits;            /* 4 or 8 */
+    int group_size;      /* 32, 64 or 128 */
+    bool quantize_embedding;  /* default true */
+    bool quantize_mtp;        /* quantize mtp.* linears too (default false: kept as stored) */
+    uint64_t max_shard_bytes; /* 0 = one file */
+    /* per-tensor report: name, relative RMS error, max abs error */
+    void (*report)(const char *name, double rel_rms, double max_abs, void *user);
+    void *report_user;
+} specdec_quantize_params;
+
+specdec_quantize_params specdec_quantize_default_params(void);
+
+/* Read model directory IN, write a loadable MLX-layout quantized directory OUT (config.json
+ * with "quantization", safetensors, and the tokenizer files copied). OUT is written to a
+ * temporary sibling and renamed into place: good data is never overwritten with partial output. */
+specdec_status specdec_quantize(const char *in_dir, const char *out_dir,
+                                const specdec_quantize_params *p, specdec_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SPECDEC_H */

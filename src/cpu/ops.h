@@ -1,0 +1,63 @@
+/* ops.h: the CPU operators of the forward pass. Each has a scalar reference (`_ref`,
+ * plain C, obviously right) and a fast version (SIMD + threads) picked at run time.
+ *
+ * Batch invariance: every value an op produces for one position is computed by a reduction
+ * whose order depends only on the reduction length (never on T, the thread count or the
+ * tile chosen for T). The fast versions therefore give bitwise the same row whether called
+ * with T = 1 or inside a block of T positions, and whatever the pool size. They may differ
+ * from the `_ref` versions by rounding only.
+ *
+ * Shapes: T positions, x is (T, ldx) row-major with the first `cols` entries used. */
+#ifndef SD_OPS_H
+#define SD_OPS_H
+#include <stdint.h>
+#include "model/weights.h"
+#include "cpu/pool.h"
+
+typedef enum sd_kv_dtype_e { SD_KV_F32 = 0, SD_KV_BF16 = 1, SD_KV_F16 = 2 } sd_kv_dtype_e;
+
+/* One layer's KV cache: K and V are (n_ctx, nkv, hd) of `dtype`. */
+typedef struct sd_kv_layer {
+    void *k;
+    void *v;
+} sd_kv_layer;
+
+typedef struct sd_attn_shape {
+    int n_heads, n_kv_heads, head_dim;
+    sd_kv_dtype_e kv_dtype;
+} sd_attn_shape;
+
+typedef struct sd_ops {
+    const char *name;
+    /* y (T, ldy) = x (T, ldx) . W^T ; y[t][r] = sum_j W[r][j] x[t][j] over j < W->cols */
+    void (*matmul)(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T, sd_pool *p);
+    /* out (T, n) = rmsnorm(x (T, n)) * w ; out may alias x */
+    void (*rmsnorm)(float *out, const float *x, const float *w, int n, int T, float eps);
+    /* in place on x (T, n_heads*hd): per head NeoX rotate_half RoPE at position pos0 + t;
+     * cos/sin tables are (n_ctx, hd/2) */
+    void (*rope)(float *x, int T, int n_heads, int hd, int pos0, const float *cos_t, const float *sin_t);
+    /* g (T, n) = silu(g) * u */
+    void (*silu_mul)(float *g, const float *u, int n, int T);
+    /* Causal GQA attention of T queries at positions pos0..pos0+T-1 over cache entries
+     * 0..pos0+t (the new K/V already stored). q (T, nh*hd), out (T, nh*hd). */
+    void (*attention)(const sd_attn_shape *s, const sd_kv_layer *kv, const float *q, float *out,
+                      int T, int pos0, float *scratch, sd_pool *p);
+} sd_ops;
+
+/* The scalar reference set and the fastest set this CPU supports. */
+const sd_ops *sd_ops_ref(void);
+const sd_ops *sd_ops_fast(void);
+/* Scratch floats `attention` needs for T queries at context length n_ctx. */
+size_t sd_attention_scratch_floats(const sd_attn_shape *s, int T, int n_ctx, int n_threads);
+
+/* Store T rows of K or V (T, nkv*hd) f32 at positions pos0.. into a cache buffer. */
+void sd_kv_store(sd_kv_dtype_e dt, void *cache, int row_elems, int pos0, const float *src, int T);
+
+/* Name of the SIMD level in use ("avx512", "avx2", "neon", "scalar"). */
+const char *sd_simd_name(void);
+
+/* Test switch: perturb one reduction of the fast matmul when T > 1 so that block and chain
+ * results differ in the last bit. Used only by the exactness-probe tests. */
+void sd_ops_debug_break_invariance(int on);
+
+#endif

@@ -1,0 +1,68 @@
+/* weights.h: the Qwen3 weights as plain structs of pointers into the mmapped safetensors.
+ * Shapes use H = hidden, I = intermediate, V = vocab, nh/nkv = heads, hd = head_dim. */
+#ifndef SD_WEIGHTS_H
+#define SD_WEIGHTS_H
+#include <stdint.h>
+#include "specdec.h"
+#include "model/config.h"
+#include "io/safetensors.h"
+
+/* A linear weight W (rows = out features, cols = in features); y = W x.
+ * Dense: w is (rows, cols) of `dtype` (F32, F16 or BF16).
+ * Quantized (bits > 0): w is u32 (rows, cols*bits/32), element j of a row at bits
+ * [bits*(j%(32/bits)), +bits) of word j/(32/bits); scales and biases are (rows, cols/group) of
+ * `dtype`; value = scale * q + bias. */
+typedef struct sd_mat {
+    int rows, cols;
+    specdec_dtype dtype;   /* dense dtype, or dtype of scales/biases when quantized */
+    int bits;              /* 0 dense, 4 or 8 quantized */
+    int group;             /* quantization group size (32/64/128) */
+    const void *w;
+    const void *scales;
+    const void *biases;
+} sd_mat;
+
+/* Bytes the matrix occupies (what a full pass must read). */
+uint64_t sd_mat_bytes(const sd_mat *m);
+/* Dequantize / convert row r into out[cols] (f32). */
+void sd_mat_row_f32(const sd_mat *m, int r, float *out);
+
+typedef struct sd_layer_w {
+    const float *attn_norm;   /* (H) input_layernorm, converted to f32 at load */
+    const float *mlp_norm;    /* (H) post_attention_layernorm */
+    const float *q_norm;      /* (hd) */
+    const float *k_norm;      /* (hd) */
+    sd_mat q;                 /* (nh*hd, H) */
+    sd_mat k;                 /* (nkv*hd, H) */
+    sd_mat v;                 /* (nkv*hd, H) */
+    sd_mat o;                 /* (H, nh*hd) */
+    sd_mat gate;              /* (I, H) */
+    sd_mat up;                /* (I, H) */
+    sd_mat down;              /* (H, I) */
+} sd_layer_w;
+
+typedef struct sd_mtp_w {
+    int n_layers;
+    const float *pre_fc_norm_embedding; /* (H) */
+    const float *pre_fc_norm_hidden;    /* (H) */
+    const float *norm;                  /* (H) */
+    sd_mat fc;                          /* (H, 2H): input is concat(e, g) */
+    sd_layer_w *layers;                 /* (n_layers) */
+} sd_mtp_w;
+
+typedef struct sd_weights {
+    sd_mat embed;             /* (V, H) */
+    sd_mat lm_head;           /* (V, H); a copy of `embed` when tied */
+    const float *final_norm;  /* (H) */
+    sd_layer_w *layers;       /* (L) */
+    sd_mtp_w *mtp;            /* NULL when absent or not requested */
+    float *f32_pool;          /* owns the converted norm vectors */
+} sd_weights;
+
+/* Bind every tensor named by model-format.md, checking presence, dtype and the shape the
+ * config implies. Messages name the tensor. */
+specdec_status sd_weights_bind(const sd_config *c, const sd_st_set *st, bool want_mtp,
+                               sd_weights *w, specdec_err *err);
+void sd_weights_free(sd_weights *w);
+
+#endif
