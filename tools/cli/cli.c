@@ -1,0 +1,70 @@
+/* cli.c: argument helpers and progress display for the specdec CLI. */
+#include "cli.h"
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cli_fail_err(const specdec_err *err) {
+    fprintf(stderr, "specdec: error (%s): %s\n", specdec_status_name(err->status), err->msg);
+    return 1;
+}
+
+int cli_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("specdec: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+int cli_int(const char *opt, const char *s, long lo, long hi, long *out) {
+    if (!s) return cli_fail("%s needs a value", opt);
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return cli_fail("%s: '%s' is not an integer in [%ld, %ld]", opt, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+int cli_float(const char *opt, const char *s, double lo, double hi, double *out) {
+    if (!s) return cli_fail("%s needs a value", opt);
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        return cli_fail("%s: '%s' is not a number in [%g, %g]", opt, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out) {
+    if (!s) return cli_fail("--kv-dtype needs a value");
+    if (!strcmp(s, "f32")) *out = SPECDEC_KV_F32;
+    else if (!strcmp(s, "bf16")) *out = SPECDEC_KV_BF16;
+    else if (!strcmp(s, "f16")) *out = SPECDEC_KV_F16;
+    else return cli_fail("--kv-dtype: '%s' is not one of f32, bf16, f16", s);
+    return 0;
+}
+
+static bool progress(uint64_t done, uint64_t total, void *user) {
+    (void)user;
+    int pct = total ? (int)(done * 100 / total) : 100;
+    fprintf(stderr, "\rloading weights: %3d%% (%llu / %llu MiB)", pct,
+            (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
+    if (done >= total) fputc('\n', stderr);
+    return true;
+}
+
+specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m, specdec_err *err) {
+    specdec_model_params mp = specdec_model_default_params();
+    mp.load_mtp = load_mtp;
+    if (isatty(2)) mp.progress = progress;
+    return specdec_model_load(dir, &mp, m, err);
+}

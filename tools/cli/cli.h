@@ -1,0 +1,27 @@
+/* cli.h: shared helpers of the specdec command-line tool (argument parsing, model loading
+ * with progress, error printing). Each subcommand lives in its own cmd_*.c file. */
+#ifndef SD_CLI_H
+#define SD_CLI_H
+#include "specdec.h"
+#include <stdio.h>
+
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+
+/* Print "specdec: <msg>" to stderr and return 1 (the exit status for failures). */
+int cli_fail_err(const specdec_err *err);
+int cli_fail(const char *fmt, ...);
+
+/* Value parsing that rejects junk ("12x"), naming the option. Return 0 on success. */
+int cli_int(const char *opt, const char *s, long lo, long hi, long *out);
+int cli_float(const char *opt, const char *s, double lo, double hi, double *out);
+
+/* Load a model showing a progress bar on stderr when it is a terminal. */
+specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m, specdec_err *err);
+int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out);
+
+#endif

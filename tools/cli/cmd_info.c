@@ -1,0 +1,39 @@
+/* cmd_info.c: `specdec info`: architecture, parameters, dtypes and decode bytes of a model. */
+#include "cli.h"
+#include <string.h>
+
+int cmd_info(int argc, char **argv) {
+    const char *dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-m") && i + 1 < argc) dir = argv[++i];
+        else return cli_fail("info: unknown option '%s'", argv[i]);
+    }
+    if (!dir) return cli_fail("info needs -m DIR");
+    specdec_err err = {0};
+    specdec_model *m = NULL;
+    if (cli_load_model(dir, true, &m, &err)) return cli_fail_err(&err);
+    specdec_model_info in;
+    specdec_model_get_info(m, &in);
+    printf("model_type:        %s\n", in.model_type);
+    printf("layers:            %d\n", in.n_layers);
+    printf("hidden / mlp:      %d / %d\n", in.hidden_size, in.intermediate_size);
+    printf("heads (q / kv):    %d / %d, head_dim %d\n", in.n_heads, in.n_kv_heads, in.head_dim);
+    printf("vocab:             %d (%s embeddings)\n", in.vocab_size, in.tied_embeddings ? "tied" : "untied");
+    printf("context:           %d, rope_theta %g, rms_norm_eps %g\n", in.max_position_embeddings, in.rope_theta, in.rms_norm_eps);
+    printf("parameters:        %llu (%.1f M)\n", (unsigned long long)in.n_params, in.n_params / 1e6);
+    if (in.quant_bits)
+        printf("weights:           affine %d-bit, group %d, scales %s\n", in.quant_bits, in.quant_group, specdec_dtype_name(in.weight_dtype));
+    else
+        printf("weights:           %s\n", specdec_dtype_name(in.weight_dtype));
+    printf("weight bytes:      %llu (%.2f MiB)\n", (unsigned long long)in.weight_bytes, in.weight_bytes / 1048576.0);
+    printf("bytes/decode step: %llu (%.2f MiB)\n", (unsigned long long)in.decode_bytes_per_token, in.decode_bytes_per_token / 1048576.0);
+    if (in.mtp_layers)
+        printf("mtp drafter:       %d layer(s), %llu parameters\n", in.mtp_layers, (unsigned long long)in.n_params_mtp);
+    else
+        printf("mtp drafter:       none\n");
+    printf("eos ids:          ");
+    for (int i = 0; i < in.n_eos; i++) printf(" %d", in.eos_ids[i]);
+    printf("\n");
+    specdec_model_free(m);
+    return 0;
+}

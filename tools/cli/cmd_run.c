@@ -1,0 +1,82 @@
+/* cmd_run.c: `specdec run`: generate text from a prompt, streaming it to stdout, with a stats
+ * line on stderr. */
+#include "cli.h"
+#include <stdlib.h>
+#include <string.h>
+
+static bool write_text(const char *s, size_t n, void *user) {
+    (void)user;
+    fwrite(s, 1, n, stdout);
+    fflush(stdout);
+    return true;
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *dir = NULL, *prompt = NULL;
+    const char *stops[16]; int n_stop = 0;
+    specdec_gen_params gp = specdec_gen_default_params();
+    specdec_ctx_params cp = specdec_ctx_default_params();
+    long v; double d;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir = val; i++; }
+        else if (!strcmp(a, "-p")) { if (!val) return cli_fail("-p needs text"); prompt = val; i++; }
+        else if (!strcmp(a, "-n")) { if (cli_int(a, val, 0, 1 << 30, &v)) return 1; gp.max_tokens = (int)v; i++; }
+        else if (!strcmp(a, "--temp")) { if (cli_float(a, val, 0, 100, &d)) return 1; gp.sampling.temperature = (float)d; i++; }
+        else if (!strcmp(a, "--top-k")) { if (cli_int(a, val, 0, 1 << 24, &v)) return 1; gp.sampling.top_k = (int)v; i++; }
+        else if (!strcmp(a, "--top-p")) { if (cli_float(a, val, 0, 1, &d)) return 1; gp.sampling.top_p = (float)d; i++; }
+        else if (!strcmp(a, "--min-p")) { if (cli_float(a, val, 0, 1, &d)) return 1; gp.sampling.min_p = (float)d; i++; }
+        else if (!strcmp(a, "--seed")) {
+            if (!val) return cli_fail("--seed needs a value");
+            char *end; unsigned long long s = strtoull(val, &end, 10);
+            if (*end || end == val) return cli_fail("--seed: '%s' is not an unsigned integer", val);
+            gp.sampling.seed = s; i++;
+        }
+        else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
+        else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
+        else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
+        else if (!strcmp(a, "--stop")) {
+            if (!val || !*val) return cli_fail("--stop needs a non-empty string");
+            if (n_stop == 16) return cli_fail("at most 16 --stop strings");
+            stops[n_stop++] = val; i++;
+        }
+        else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
+        else if (!strcmp(a, "--reference")) cp.reference_kernels = true;
+        else return cli_fail("run: unknown option '%s'", a);
+    }
+    if (!dir || !prompt) return cli_fail("run needs -m DIR and -p TEXT");
+    gp.stop = stops; gp.n_stop = n_stop;
+    gp.on_text = write_text;
+
+    specdec_err err = {0};
+    specdec_tokenizer *tok = NULL;
+    specdec_model *m = NULL;
+    specdec_ctx *ctx = NULL;
+    int32_t *ids = NULL; size_t n_ids = 0;
+    int rc = 1;
+    if (specdec_tokenizer_load(dir, &tok, &err) ||
+        specdec_tokenize(tok, prompt, strlen(prompt), &ids, &n_ids, &err) ||
+        cli_load_model(dir, false, &m, &err) ||
+        specdec_ctx_init(m, &cp, &ctx, &err)) {
+        rc = cli_fail_err(&err);
+        goto done;
+    }
+    specdec_gen_stats st;
+    if (specdec_generate(ctx, tok, ids, (int)n_ids, &gp, NULL, NULL, &st, &err)) {
+        fputc('\n', stdout);
+        rc = cli_fail_err(&err);
+        goto done;
+    }
+    fputc('\n', stdout);
+    static const char *reasons[] = {"budget", "eos", "stop-string", "cancelled", "context-full"};
+    fprintf(stderr, "[stats] prompt %d tokens, prefill %.1f tok/s (%.1f ms), generated %d tokens, decode %.2f tok/s (%.2f ms/token), stop: %s\n",
+            st.prompt_tokens, st.prefill_tok_s, st.prefill_ms, st.generated_tokens, st.decode_tok_s,
+            st.decode_tok_s > 0 ? 1e3 / st.decode_tok_s : 0.0, reasons[st.stop_reason]);
+    rc = 0;
+done:
+    free(ids);
+    specdec_ctx_free(ctx);
+    specdec_model_free(m);
+    specdec_tokenizer_free(tok);
+    return rc;
+}

@@ -1,0 +1,27 @@
+/* main.c: the specdec command-line tool; dispatches to one subcommand per file. */
+#include "cli.h"
+#include <string.h>
+
+static void usage(FILE *f) {
+    fputs("usage: specdec <command> [options]\n"
+          "  run       -m DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
+          "            [--threads N] [--ctx N] [--kv-dtype f32|bf16|f16] [--stop S]... [--ignore-eos]\n"
+          "  info      -m DIR\n"
+          "  tokenize  -m DIR -p TEXT [--decode]   (--decode: -p is a JSON array of ids)\n"
+          "  quantize  IN OUT [--bits 4|8] [--group-size 32|64|128] [--shard-mb N] [--quiet]\n", f);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
+    fprintf(stderr, "specdec: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
