@@ -15,7 +15,7 @@ typedef struct sd_config {
     int n_layers;              /* L */
     int n_heads;               /* nh */
     int n_kv_heads;            /* nkv; nh % nkv == 0 */
-    int head_dim;              /* hd (Qwen3 states it; never derived from H / nh) */
+    int head_dim;              /* hd (Qwen3 states it, often != H / nh; only when absent H / nh) */
     float rms_norm_eps;
     double rope_theta;
     int max_position_embeddings;
