@@ -21,6 +21,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
+#ifdef SPECDEC_HAVE_SERVER
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
+#endif
     fprintf(stderr, "specdec: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;
