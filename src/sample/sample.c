@@ -1,0 +1,339 @@
+/* sample.c: filtering a logits row into a sparse distribution, Gumbel-max seeded sampling,
+ * and the inverse-CDF / residual draws of speculative sampling (contracts in sample.h).
+ *
+ * Cost per row of V logits: greedy is one pass. top-k is one pass with a k-entry min-heap
+ * (O(V log k) worst case, ~O(V) typical) and then work on k entries only. top-p without top-k
+ * computes the softmax mass over V once and sorts only the candidates above a threshold chosen
+ * so their mass already covers top_p (never a full sort unless the row is nearly flat).
+ * All sums run in a fixed order (ascending id, or the sorted order) so a row always gives the
+ * same distribution and the same token. */
+#include "sample/sample.h"
+#include "sample/rng.h"
+#include "util/err.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- dist ------------------------------------------------------------------------- */
+
+specdec_status sd_dist_init(sd_dist *d, int vocab, specdec_err *err) {
+    memset(d, 0, sizeof *d);
+    if (vocab <= 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "sd_dist_init: vocab %d <= 0", vocab);
+    d->id = malloc((size_t)vocab * sizeof *d->id);
+    d->p = malloc((size_t)vocab * sizeof *d->p);
+    d->z = malloc((size_t)vocab * sizeof *d->z);
+    if (!d->id || !d->p || !d->z) {
+        sd_dist_free(d);
+        return sd_fail(err, SPECDEC_ERR_NOMEM, "sd_dist_init: no memory for a %d-token distribution", vocab);
+    }
+    d->vocab = d->cap = vocab;
+    sd_dist_set_onehot(d, 0);
+    return SPECDEC_OK;
+}
+
+void sd_dist_free(sd_dist *d) {
+    if (!d) return;
+    free(d->id); free(d->p); free(d->z);
+    memset(d, 0, sizeof *d);
+}
+
+void sd_dist_set_onehot(sd_dist *d, int32_t id) {
+    d->n = 1;
+    d->id[0] = id;
+    d->p[0] = 1.0;
+    d->z[0] = 0.0;
+    d->total = 1.0;
+}
+
+double sd_dist_prob(const sd_dist *d, int32_t id) {
+    if (id < 0 || id >= d->vocab || d->n <= 0) return 0.0;
+    if (d->n == d->vocab) return d->p[id];
+    int lo = 0, hi = d->n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (d->id[mid] == id) return d->p[mid];
+        if (d->id[mid] < id) lo = mid + 1; else hi = mid - 1;
+    }
+    return 0.0;
+}
+
+int32_t sd_dist_sample(const sd_dist *d, double u) {
+    if (d->n <= 0) return -1;
+    double target = u * d->total, cum = 0.0;
+    for (int i = 0; i < d->n; i++) {
+        cum += d->p[i];
+        if (cum > target) return d->id[i];
+    }
+    return d->id[d->n - 1];   /* u * total rounded up to the full mass */
+}
+
+/* q's probability of p->id[i], walking q's ascending ids with cursor *j. */
+static double q_at(const sd_dist *q, int32_t id, int *j) {
+    if (q->n == q->vocab) return (id >= 0 && id < q->vocab) ? q->p[id] : 0.0;
+    while (*j < q->n && q->id[*j] < id) (*j)++;
+    return (*j < q->n && q->id[*j] == id) ? q->p[*j] : 0.0;
+}
+
+int32_t sd_residual_sample(const sd_dist *p, const sd_dist *q, double u) {
+    if (p->n <= 0) return -1;
+    double mass = 0.0;
+    int j = 0, last = -1;
+    for (int i = 0; i < p->n; i++) {
+        double r = p->p[i] - q_at(q, p->id[i], &j);
+        if (r > 0) { mass += r; last = i; }
+    }
+    if (!(mass > 0)) return sd_dist_sample(p, u);
+    double target = u * mass, cum = 0.0;
+    j = 0;
+    for (int i = 0; i < p->n; i++) {
+        double r = p->p[i] - q_at(q, p->id[i], &j);
+        if (r > 0) {
+            cum += r;
+            if (cum > target) return p->id[i];
+        }
+    }
+    return p->id[last];
+}
+
+int32_t sd_dist_gumbel(const sd_dist *d, uint64_t seed, int64_t pos) {
+    if (d->n <= 0) return -1;
+    if (d->n == 1) return d->id[0];
+    int best = 0;
+    double bv = -INFINITY;
+    for (int i = 0; i < d->n; i++) {
+        double v = d->z[i] + sd_rng_gumbel(seed, pos, SD_RNG_STREAM_GUMBEL, (uint32_t)d->id[i]);
+        if (v > bv) { bv = v; best = i; }   /* strict: ties keep the lower id */
+    }
+    return d->id[best];
+}
+
+/* ---- workspace -------------------------------------------------------------------- */
+
+specdec_status sd_sampler_ws_init(sd_sampler_ws *ws, int vocab, specdec_err *err) {
+    memset(ws, 0, sizeof *ws);
+    if (vocab <= 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "sd_sampler_ws_init: vocab %d <= 0", vocab);
+    ws->cand = malloc((size_t)vocab * sizeof *ws->cand);
+    ws->heap = malloc((size_t)vocab * sizeof *ws->heap);
+    if (!ws->cand || !ws->heap) {
+        sd_sampler_ws_free(ws);
+        return sd_fail(err, SPECDEC_ERR_NOMEM, "sd_sampler_ws_init: no memory for vocab %d", vocab);
+    }
+    specdec_status st = sd_dist_init(&ws->dist, vocab, err);
+    if (st != SPECDEC_OK) { sd_sampler_ws_free(ws); return st; }
+    ws->vocab = vocab;
+    return SPECDEC_OK;
+}
+
+void sd_sampler_ws_free(sd_sampler_ws *ws) {
+    if (!ws) return;
+    free(ws->cand); free(ws->heap);
+    sd_dist_free(&ws->dist);
+    memset(ws, 0, sizeof *ws);
+}
+
+/* ---- argmax and top-k ------------------------------------------------------------- */
+
+int32_t sd_argmax(const float *logits, int n) {
+    int best = -1;
+    float bv = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float v = logits[i];
+        if (v != v) continue;                       /* NaN */
+        if (best < 0 || v > bv) { bv = v; best = i; }
+    }
+    return best < 0 ? 0 : best;
+}
+
+/* a ranks below b: smaller logit, or equal logit and higher id. */
+static int ranks_below(const float *x, int32_t a, int32_t b) {
+    return x[a] < x[b] || (x[a] == x[b] && a > b);
+}
+
+static void heap_down(int32_t *h, int n, int i, const float *x) {
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && ranks_below(x, h[l], h[m])) m = l;
+        if (r < n && ranks_below(x, h[r], h[m])) m = r;
+        if (m == i) return;
+        int32_t t = h[i]; h[i] = h[m]; h[m] = t;
+        i = m;
+    }
+}
+
+static void heap_up(int32_t *h, int i, const float *x) {
+    while (i > 0) {
+        int par = (i - 1) / 2;
+        if (!ranks_below(x, h[i], h[par])) return;
+        int32_t t = h[i]; h[i] = h[par]; h[par] = t;
+        i = par;
+    }
+}
+
+/* The k best ids (by logit, ties to the lower id; NaN skipped) into h, in heap order. */
+static int top_k_ids(const float *x, int n, int k, int32_t *h) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        float v = x[i];
+        if (v != v) continue;
+        if (m < k) { h[m] = i; heap_up(h, m, x); m++; continue; }
+        /* ids arrive ascending, so an equal logit never outranks the root */
+        if (v > x[h[0]]) { h[0] = i; heap_down(h, m, 0, x); }
+    }
+    return m;
+}
+
+/* ---- filter ----------------------------------------------------------------------- */
+
+static int cmp_prob_desc(const void *a, const void *b) {
+    const sd_cand *x = a, *y = b;
+    if (x->e != y->e) return x->e > y->e ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int cmp_id_asc(const void *a, const void *b) {
+    const sd_cand *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Gather every token with e = exp(z - zmax) >= thr into c; the mass over all V (id order)
+ * goes to *sum_all and the candidates' mass to *sum_c. Returns the count. Without need_sum,
+ * tokens clearly below thr in log space skip the exp (the exact e >= thr test still decides). */
+static int gather(const float *x, int n, double T, double zmax, double thr, bool need_sum,
+                  sd_cand *c, double *sum_all, double *sum_c) {
+    double s = 0.0, sc = 0.0;
+    double lthr = (!need_sum && thr > 0) ? log(thr) - 1e-9 : -INFINITY;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        float v = x[i];
+        if (!(v > -INFINITY)) continue;             /* -inf and NaN: probability 0 */
+        double z = (double)v / T;
+        if (z - zmax < lthr) continue;
+        double e = exp(z - zmax);
+        s += e;
+        if (e >= thr && e > 0) { c[m].z = z; c[m].e = e; c[m].id = i; m++; sc += e; }
+    }
+    *sum_all = s; *sum_c = sc;
+    return m;
+}
+
+specdec_status sd_filter(sd_sampler_ws *ws, const specdec_sampling_params *p, const float *logits,
+                         int vocab, sd_dist *out, specdec_err *err) {
+    if (!ws || !p || !logits || !out)
+        return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "sd_filter: NULL argument");
+    if (vocab <= 0 || vocab != ws->vocab || vocab != out->vocab || out->cap < vocab)
+        return sd_fail(err, SPECDEC_ERR_INVALID_ARG,
+                       "sd_filter: vocab %d does not match workspace %d / dist %d", vocab, ws->vocab, out->vocab);
+    int32_t am = sd_argmax(logits, vocab);
+    double T = p->temperature;
+    if (!(T > 0) || !isfinite(logits[am])) { sd_dist_set_onehot(out, am); return SPECDEC_OK; }
+
+    double zmax = (double)logits[am] / T;
+    bool use_k = p->top_k > 0 && p->top_k < vocab;
+    bool use_p = p->top_p < 1.0f;                    /* NaN: off */
+    double min_p = p->min_p > 0 ? (p->min_p > 1 ? 1.0 : (double)p->min_p) : 0.0;
+    double top_p = p->top_p > 0 ? (double)p->top_p : 0.0;
+    sd_cand *c = ws->cand;
+    int nc = 0;
+
+    if (use_k) {
+        nc = top_k_ids(logits, vocab, p->top_k, ws->heap);
+        int m = 0;
+        for (int i = 0; i < nc; i++) {
+            int32_t id = ws->heap[i];
+            double z = (double)logits[id] / T, e = exp(z - zmax);
+            if (e > 0) { c[m].z = z; c[m].e = e; c[m].id = id; m++; }
+        }
+        nc = m;
+        if (use_p) {
+            qsort(c, (size_t)nc, sizeof *c, cmp_prob_desc);
+            double s = 0.0, cum = 0.0;
+            for (int i = 0; i < nc; i++) s += c[i].e;
+            int keep = nc;
+            for (int i = 0; i < nc; i++) {
+                cum += c[i].e;
+                if (cum >= top_p * s) { keep = i + 1; break; }
+            }
+            nc = keep;
+        }
+    } else if (use_p) {
+        /* Candidates above a relative threshold; if their mass covers top_p the nucleus lies
+         * inside them (they are a prefix of the sorted order). A second threshold of
+         * (1 - top_p) / (2V) of the mass guarantees coverage; 0 takes every token. */
+        double s_all = 0.0, s_c = 0.0, thr = 1e-3;
+        for (int attempt = 0; attempt < 3; attempt++) {
+            nc = gather(logits, vocab, T, zmax, thr, true, c, &s_all, &s_c);
+            if (s_c >= top_p * s_all) break;
+            double g = 0.5 * (1.0 - top_p) * s_all / (double)vocab;
+            thr = attempt == 0 && g < thr ? g : 0.0;
+        }
+        qsort(c, (size_t)nc, sizeof *c, cmp_prob_desc);
+        double cum = 0.0;
+        int keep = nc;
+        for (int i = 0; i < nc; i++) {
+            cum += c[i].e;
+            if (cum >= top_p * s_all) { keep = i + 1; break; }
+        }
+        nc = keep;
+    } else {
+        double s_all, s_c;
+        nc = gather(logits, vocab, T, zmax, min_p, false, c, &s_all, &s_c);   /* min_p 0: all e > 0 */
+    }
+
+    /* min-p relative to the top token, whose e is exp(0) = 1 exactly. */
+    if (min_p > 0) {
+        int m = 0;
+        for (int i = 0; i < nc; i++) if (c[i].e >= min_p) c[m++] = c[i];
+        nc = m;
+    }
+    if (nc <= 0) { sd_dist_set_onehot(out, am); return SPECDEC_OK; }   /* cannot happen: am has e = 1 */
+
+    if (use_k || use_p) qsort(c, (size_t)nc, sizeof *c, cmp_id_asc);
+    double s = 0.0;
+    for (int i = 0; i < nc; i++) s += c[i].e;
+    double inv = 1.0 / s, tot = 0.0;
+    for (int i = 0; i < nc; i++) {
+        out->id[i] = c[i].id;
+        out->z[i] = c[i].z;
+        out->p[i] = c[i].e * inv;
+        tot += out->p[i];
+    }
+    out->n = nc;
+    out->total = tot;
+    return SPECDEC_OK;
+}
+
+/* ---- sampling --------------------------------------------------------------------- */
+
+int32_t sd_sample(sd_sampler_ws *ws, const specdec_sampling_params *p, const float *logits,
+                  int vocab, int64_t pos) {
+    if (!p || !logits || vocab <= 0) return -1;
+    if (!(p->temperature > 0)) return sd_argmax(logits, vocab);
+    if (!ws || sd_filter(ws, p, logits, vocab, &ws->dist, NULL) != SPECDEC_OK) return -1;
+    return sd_dist_gumbel(&ws->dist, p->seed, pos);
+}
+
+/* Defaults: greedy (temperature 0), no top-k (0), no top-p (1), no min-p (0), seed 0. Callers
+ * who want sampling set temperature > 0 (and usually top_k / top_p) explicitly. */
+specdec_sampling_params specdec_sampling_default_params(void) {
+    specdec_sampling_params p;
+    memset(&p, 0, sizeof p);
+    p.temperature = 0.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = 0;
+    return p;
+}
+
+/* Convenience path: a workspace per call (one malloc, its pages touched only as far as the
+ * filters need). The engine keeps an sd_sampler_ws and calls sd_sample instead. Returns -1
+ * for invalid arguments or when memory runs out. */
+int32_t specdec_sample(const specdec_sampling_params *p, const float *logits, int vocab, int64_t pos) {
+    if (!p || !logits || vocab <= 0) return -1;
+    if (!(p->temperature > 0)) return sd_argmax(logits, vocab);
+    sd_sampler_ws ws;
+    if (sd_sampler_ws_init(&ws, vocab, NULL) != SPECDEC_OK) return -1;
+    int32_t t = sd_sample(&ws, p, logits, vocab, pos);
+    sd_sampler_ws_free(&ws);
+    return t;
+}
