@@ -260,6 +260,41 @@ int main(void) {
         quantize_and_check(in2, out, &d2, p);
     }
 
+    /* A quantized directory with a defect: missing biases, then scales without a quantization block. */
+    {
+        char src[256], dst[256];
+        snprintf(src, sizeof src, "%s/out-4-64", root);
+        snprintf(dst, sizeof dst, "%s/defect", root);
+        mkdir(dst, 0755);
+        sd_st_set *s = NULL;
+        specdec_err e = {0};
+        CHECK(sd_st_open_dir(src, &s, &e) == SPECDEC_OK, "open quantized: %s", e.msg);
+        sd_st_writer *w = sd_st_writer_new();
+        for (int i = 0; i < sd_st_count(s); i++) {
+            const sd_st_tensor *t = sd_st_at(s, i);
+            if (strcmp(t->name, "model.layers.0.mlp.up_proj.biases") != 0)
+                sd_st_writer_add(w, t->name, t->dtype, t->ndim, t->shape, t->data, &e);
+        }
+        CHECK(sd_st_writer_write(w, dst, 0, &e) == SPECDEC_OK, "write defect: %s", e.msg);
+        sd_st_writer_free(w);
+        sd_st_close(s);
+        tm_dims dq = d;
+        tm_write_config(dst, &dq, ", \"quantization\": {\"group_size\": 64, \"bits\": 4}");
+        sd_config c;
+        sd_weights w2;
+        CHECK(sd_config_load_dir(dst, &c, &e) == SPECDEC_OK && sd_st_open_dir(dst, &s, &e) == SPECDEC_OK, "reopen defect");
+        specdec_status st = sd_weights_bind(&c, s, true, &w2, &e);
+        CHECK(st == SPECDEC_ERR_MISSING && strstr(e.msg, "'model.layers.0.mlp.up_proj.biases'"), "missing biases: %s", e.msg);
+        c.quant_bits = c.quant_group = 0; /* as if config.json lacked the block */
+        st = sd_weights_bind(&c, s, true, &w2, &e);
+        CHECK(st == SPECDEC_ERR_CONFIG && strstr(e.msg, ".scales'") && strstr(e.msg, "quantization"), "scales without config: %s", e.msg);
+        c.quant_bits = 4;
+        c.quant_group = 128; /* config group contradicts the stored scales */
+        st = sd_weights_bind(&c, s, true, &w2, &e);
+        CHECK(st == SPECDEC_ERR_SHAPE && strstr(e.msg, ".scales'"), "group mismatch: %s", e.msg);
+        sd_st_close(s);
+    }
+
     /* Refusals. A non-empty OUT is left untouched and no temporary sibling remains. */
     specdec_quantize_params p = specdec_quantize_default_params();
     specdec_err e = {0};
