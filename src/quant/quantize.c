@@ -371,7 +371,7 @@ specdec_status specdec_quantize(const char *in_dir, const char *out_dir, const s
     if (!mkdtemp(tmp)) { s = sd_fail(err, SPECDEC_ERR_IO, "%s: cannot create temporary directory: %s", tmp, strerror(errno)); goto done; }
     made_tmp = true;
     if ((s = quantize_into(in_dir, tmp, &c, st, &p, err)) != SPECDEC_OK) goto done;
-    if (chmod(tmp, 0755) != 0) { /* mkdtemp makes it 0700 */ }
+    (void)chmod(tmp, 0755); /* mkdtemp makes it 0700; a model directory is normally world-readable */
     if (rename(tmp, out) != 0) {
         s = sd_fail(err, SPECDEC_ERR_IO, "%s: cannot rename %s into place: %s", out, tmp, strerror(errno));
         goto done;
