@@ -307,6 +307,32 @@ static void test_qwen3_cases(const specdec_tokenizer *t) {
     json_decref(cases);
 }
 
+/* tokenizer_fuzz_golden.json: ~1300 random mixes of scripts, whitespace (U+0085, U+180E,
+ * U+FEFF...), contractions, digits and special tokens, with HF's ids. Mandatory when present. */
+static void test_qwen3_fuzz_golden(const specdec_tokenizer *t) {
+    const char *path = check_path("tests/data/tokenizer_fuzz_golden.json");
+    if (access(path, R_OK) != 0) { fprintf(stderr, "fuzz golden file absent: comparison not run\n"); return; }
+    json_error_t je;
+    json_t *g = json_load_file(path, JSON_ALLOW_NUL, &je);
+    CHECK(json_is_array(g) && json_array_size(g) > 0, "tokenizer_fuzz_golden.json: %s", je.text);
+    size_t i, bad = 0;
+    json_t *e;
+    json_array_foreach(g, i, e) {
+        json_t *tx = json_object_get(e, "text"), *gi = json_object_get(e, "ids");
+        size_t n_ids, gn = json_array_size(gi), first = (size_t)-1;
+        int32_t *ids = encode(t, json_string_value(tx), json_string_length(tx), &n_ids);
+        if (!ids) continue;
+        for (size_t k = 0; k < gn || k < n_ids; k++)
+            if (k >= n_ids || k >= gn || ids[k] != json_integer_value(json_array_get(gi, k))) { first = k; break; }
+        if (first != (size_t)-1 && bad++ < 5)
+            fprintf(stderr, "fuzz case %zu: ids differ from HF at index %zu (%zu vs %zu ids)\n", i, first, n_ids, gn);
+        free(ids);
+    }
+    CHECK(bad == 0, "%zu of %zu fuzz cases differ from HF tokenizers", bad, json_array_size(g));
+    fprintf(stderr, "fuzz golden: %zu cases compared with HF tokenizers, %zu differ\n", json_array_size(g), bad);
+    json_decref(g);
+}
+
 /* ~1 MB of C source: this file's own directory's sources repeated. */
 static void test_qwen3_speed(const specdec_tokenizer *t) {
     static const char *files[] = {"src/tok/tok_encode.c", "src/tok/tok_bpe.c", "src/tok/tok_load.c",
@@ -481,6 +507,7 @@ int main(void) {
         test_qwen3_invalid_utf8(t);
         test_qwen3_decode(t);
         test_qwen3_cases(t);
+        test_qwen3_fuzz_golden(t);
         test_qwen3_speed(t);
     }
     specdec_tokenizer_free(t);

@@ -109,6 +109,7 @@ static cand heap_pop(cand *h, size_t *n) {
 }
 
 static bool push_ids(int32_t **out, size_t *n_out, size_t *cap_out, const int32_t *ids, size_t n) {
+    if (n == 0) return true;
     if (*n_out + n > *cap_out) {
         size_t cap = *cap_out ? *cap_out : 64;
         while (cap < *n_out + n) cap *= 2;

@@ -28,11 +28,60 @@ static bool json_flag(json_t *o, const char *key, bool dflt) {
     return json_is_boolean(v) ? json_is_true(v) : dflt;
 }
 
+/* HF compiles these patterns with Oniguruma, whose Unicode \s is U+0009..U+000D, U+0085 and
+ * the Z categories. PCRE2's \s also takes U+180E (no longer a space since Unicode 6.3), so \s
+ * and \S are spelled out. Inside a class \s becomes the bare ranges; \S inside a class is
+ * left alone (no pattern we know uses it). Returns a malloc'ed pattern, NULL on NOMEM. */
+static char *spell_out_ws(const char *pat, size_t len, size_t *out_len) {
+    static const char ws[] = "\\t-\\r\\x{85}\\p{Z}";
+    char *o = malloc(len * 24 + 1), *w = o;
+    if (!o) return NULL;
+    bool in_class = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = pat[i];
+        if (c == '\\' && i + 1 < len) {
+            char d = pat[++i];
+            if (d == 's' && in_class) { memcpy(w, ws, sizeof ws - 1); w += sizeof ws - 1; }
+            else if (d == 's' || d == 'S') {
+                *w++ = '[';
+                if (d == 'S') *w++ = '^';
+                memcpy(w, ws, sizeof ws - 1); w += sizeof ws - 1;
+                *w++ = ']';
+            } else { *w++ = c; *w++ = d; }
+            continue;
+        }
+        if (!in_class && c == '[') {
+            in_class = true;
+            *w++ = c;
+            if (i + 1 < len && pat[i + 1] == '^') *w++ = pat[++i];
+            if (i + 1 < len && pat[i + 1] == ']') *w++ = pat[++i];   /* a leading ']' is literal */
+            continue;
+        }
+        if (in_class && c == '[' && i + 1 < len && pat[i + 1] == ':') {   /* [:alpha:] */
+            const char *end = strstr(pat + i + 2, ":]");
+            size_t n = end && (size_t)(end - pat) < len ? (size_t)(end - pat) + 2 - i : 1;
+            memcpy(w, pat + i, n); w += n; i += n - 1;
+            continue;
+        }
+        if (in_class && c == ']') in_class = false;
+        *w++ = c;
+    }
+    *w = 0;
+    *out_len = (size_t)(w - o);
+    return o;
+}
+
 static specdec_status compile_re(const char *pat, size_t len, uint32_t extra, pcre2_code **out,
                                  specdec_err *err, const char *where) {
     int code;
     PCRE2_SIZE off;
+    char *spelled = NULL;
+    if (!(extra & PCRE2_LITERAL)) {
+        if (!(spelled = spell_out_ws(pat, len, &len))) return sd_fail(err, SPECDEC_ERR_NOMEM, "%s", where);
+        pat = spelled;
+    }
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, len, PCRE2_UTF | PCRE2_UCP | extra, &code, &off, NULL);
+    free(spelled);
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
