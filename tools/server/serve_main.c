@@ -1,0 +1,130 @@
+/* serve_main.c: `specdec serve`: options, model loading, chat-template check, the worker and
+ * the HTTP daemon, and a clean shutdown on SIGINT / SIGTERM. SIGPIPE is ignored so a client
+ * that hangs up mid-write can never kill the server. */
+#include "cli/cli.h"
+#include "server/server.h"
+#include <errno.h>
+#include <libgen.h>
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void serve_usage(void) {
+    fputs("usage: specdec serve -m DIR [--draft auto|mtp|ngram|none] [--host 127.0.0.1] [--port 8080]\n"
+          "                     [--api-key KEY] [--threads N] [--queue N] [--max-body BYTES] [--timeout-s S]\n"
+          "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--name MODEL_NAME]\n"
+          "  Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, /health, /metrics.\n"
+          "  The API key may also come from the environment variable SPECDEC_API_KEY.\n", stderr);
+}
+
+/* Why chat completions cannot be served for this tokenizer, or NULL when they can. */
+static const char *template_problem(const specdec_tokenizer *tok, srv_template_kind *kind) {
+    const char *tpl = specdec_tokenizer_chat_template(tok);
+    *kind = srv_template_detect(tpl);
+    if (!tpl || !*tpl) return "tokenizer_config.json has no chat_template";
+    if (*kind != SRV_TEMPLATE_CHATML) return "the chat_template is not a ChatML template (no <|im_start|>); only ChatML is supported";
+    if (specdec_tokenizer_token_id(tok, "<|im_start|>") < 0 || specdec_tokenizer_token_id(tok, "<|im_end|>") < 0)
+        return "the tokenizer lacks the <|im_start|> / <|im_end|> tokens its ChatML template needs";
+    return NULL;
+}
+
+int cmd_serve(int argc, char **argv) {
+    const char *dir = NULL, *host = "127.0.0.1", *name = NULL, *draft = "auto";
+    long port = 8080, queue = 16, timeout_s = 300, v;
+    unsigned long long max_body = 1 << 20;
+    const char *api_key = getenv("SPECDEC_API_KEY");
+    specdec_ctx_params cp = specdec_ctx_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(); return 0; }
+        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir = val; i++; }
+        else if (!strcmp(a, "--host")) { if (!val || !*val) return cli_fail("--host needs an address"); host = val; i++; }
+        else if (!strcmp(a, "--port")) { if (cli_int(a, val, 1, 65535, &port)) return 1; i++; }
+        else if (!strcmp(a, "--api-key")) { if (!val || !*val) return cli_fail("--api-key needs a key"); api_key = val; i++; }
+        else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
+        else if (!strcmp(a, "--queue")) { if (cli_int(a, val, 0, 4096, &queue)) return 1; i++; }
+        else if (!strcmp(a, "--timeout-s")) { if (cli_int(a, val, 1, 86400, &timeout_s)) return 1; i++; }
+        else if (!strcmp(a, "--max-body")) { if (cli_int(a, val, 64, 1L << 30, &v)) return 1; max_body = (unsigned long long)v; i++; }
+        else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
+        else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
+        else if (!strcmp(a, "--name")) { if (!val || !*val) return cli_fail("--name needs a model name"); name = val; i++; }
+        else if (!strcmp(a, "--draft")) {
+            if (!val || (strcmp(val, "auto") && strcmp(val, "mtp") && strcmp(val, "ngram") && strcmp(val, "none")))
+                return cli_fail("--draft: expected auto, mtp, ngram or none");
+            draft = val; i++;
+        }
+        else { serve_usage(); return cli_fail("serve: unknown option '%s'", a); }
+    }
+    if (!dir) { serve_usage(); return cli_fail("serve needs -m DIR"); }
+    if (api_key && !*api_key) api_key = NULL;
+
+    /* Block the stop signals in every thread (they inherit the mask) and take them with
+     * sigwait below; ignore SIGPIPE everywhere. */
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+
+    static srv_server s;
+    memset(&s, 0, sizeof s);
+    s.model_dir = dir;
+    s.api_key = api_key;
+    s.queue_cap = (int)queue;
+    s.max_body = (size_t)max_body;
+    s.timeout_s = (int)timeout_s;
+    s.default_draft = !strcmp(draft, "mtp") ? SRV_DRAFT_MTP : !strcmp(draft, "ngram") ? SRV_DRAFT_NGRAM
+                    : !strcmp(draft, "none") ? SRV_DRAFT_NONE : SRV_DRAFT_AUTO;
+    s.started = (int64_t)time(NULL);
+    srv_metrics_init(&s.metrics);
+    if (name) snprintf(s.model_name, sizeof s.model_name, "%s", name);
+    else {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s", dir);
+        size_t n = strlen(tmp);
+        while (n > 1 && tmp[n - 1] == '/') tmp[--n] = 0;
+        snprintf(s.model_name, sizeof s.model_name, "%s", basename(tmp));
+    }
+
+    specdec_err err = {0};
+    int rc = 1;
+    struct MHD_Daemon *d = NULL;
+    if (specdec_tokenizer_load(dir, &s.tok, &err) || cli_load_model(dir, true, &s.model, &err) ||
+        specdec_ctx_init(s.model, &cp, &s.ctx, &err)) {
+        rc = cli_fail_err(&err);
+        goto done;
+    }
+    specdec_model_get_info(s.model, &s.info);
+    s.n_ctx = cp.n_ctx ? cp.n_ctx : s.info.max_position_embeddings;
+    s.tpl_problem = template_problem(s.tok, &s.tpl);
+    if (s.tpl_problem) fprintf(stderr, "specdec serve: warning: /v1/chat/completions disabled: %s\n", s.tpl_problem);
+    if (!srv_worker_start(&s)) { rc = cli_fail("cannot start the worker thread"); goto done; }
+    char why[256];
+    d = srv_http_start(&s, host, (int)port, why, sizeof why);
+    if (!d) { rc = cli_fail("%s", why); goto done; }
+    fprintf(stderr, "specdec serve: listening on http://%s:%ld (model '%s', context %d, queue %d%s)\n", host, port,
+            s.model_name, s.n_ctx, s.queue_cap, api_key ? ", API key required" : "");
+    int sig = 0;
+    while (sigwait(&stop_set, &sig) != 0) {}
+    fprintf(stderr, "specdec serve: signal %d, shutting down\n", sig);
+    rc = 0;
+done:
+    /* stop accepting, let queued jobs drain with 503, cancel the running one */
+    if (d) {
+        MHD_quiesce_daemon(d);
+        pthread_mutex_lock(&s.qmu);
+        for (int i = 0; i < s.q_len; i++) s.ring[(s.q_head + i) % (s.queue_cap + 1)]->cancel = 1;
+        if (s.current) s.current->cancel = 1;
+        pthread_mutex_unlock(&s.qmu);
+    }
+    srv_worker_stop(&s);
+    if (d) MHD_stop_daemon(d);
+    specdec_ctx_free(s.ctx);
+    specdec_model_free(s.model);
+    specdec_tokenizer_free(s.tok);
+    return rc;
+}
