@@ -226,6 +226,94 @@ specdec_status specdec_generate(specdec_ctx *c, const specdec_tokenizer *tok,
                                 int32_t **out_ids, int *n_out, specdec_gen_stats *stats,
                                 specdec_err *err);
 
+/* ==== speculative decoding ========================================================== *
+ * (section owned by the speculative-decoding core, src/spec/)
+ *
+ * A drafter proposes a block of tokens; the target verifies them in one forward pass (T = K
+ * positions) and keeps the agreeing prefix plus one token of its own. At temperature 0, and in
+ * the seeded sampling mode, the output is byte-identical to specdec_generate on the same ctx.
+ *
+ * A drafter is bound to one target ctx at a time (it shares the ctx's thread pool and keeps its
+ * own KV cache); use one drafter per ctx, never the same drafter from two threads at once. */
+
+typedef struct specdec_drafter specdec_drafter;
+
+/* The mtp.* module of `target` (loaded with load_mtp = true); it borrows the target's
+ * embedding and LM head. SPECDEC_ERR_MISSING when the checkpoint has no MTP module. */
+specdec_status specdec_drafter_init_mtp(const specdec_model *target, specdec_drafter **out,
+                                        specdec_err *err);
+/* A separate draft model directory with the same vocabulary as `target`. */
+specdec_status specdec_drafter_init_model(const specdec_model *target, const char *dir,
+                                          specdec_drafter **out, specdec_err *err);
+/* Prompt lookup: propose the continuation of the longest suffix match (n = max_n..1, 0 = 4)
+ * found earlier in the context. No weights. */
+specdec_status specdec_drafter_init_ngram(int max_n, specdec_drafter **out, specdec_err *err);
+/* By name: "mtp", "model:DIR" or "ngram" (the CLI's --draft values). */
+specdec_status specdec_drafter_init(const specdec_model *target, const char *spec,
+                                    specdec_drafter **out, specdec_err *err);
+void specdec_drafter_free(specdec_drafter *d);
+/* "mtp", "model", "ngram". */
+const char *specdec_drafter_name(const specdec_drafter *d);
+
+typedef enum specdec_spec_sampling {
+    SPECDEC_SPEC_REJECTION = 0,  /* standard speculative sampling: target distribution exactly */
+    SPECDEC_SPEC_SEEDED = 1      /* per-position Gumbel-max: byte-identical to classic seeded runs */
+} specdec_spec_sampling;
+
+typedef struct specdec_spec_params {
+    int block_size;              /* K in 2..16 (tokens per verify); 0 = auto (adaptive, 1..8) */
+    specdec_spec_sampling sampling;  /* used when temperature > 0 */
+    bool allow_inexact;          /* run speculation even when the exactness probe fails (loudly) */
+    int probe_draws;             /* random token draws of the block-vs-chain probe (default 3, >= 1) */
+    bool profile;                /* synchronized per-step drafter profile (costs a little time) */
+    bool quiet;                  /* no warnings on stderr (they are still in the stats) */
+} specdec_spec_params;
+
+specdec_spec_params specdec_spec_default_params(void);
+
+#define SPECDEC_SPEC_MAX_DEPTH 16
+
+typedef struct specdec_spec_stats {
+    specdec_gen_stats gen;           /* the same fields specdec_generate fills */
+    bool speculated;                 /* false when speculation was declined (classic ran) */
+    int probe;                       /* 1 passed, 0 failed, -1 not run (result was cached: see probe_cached) */
+    bool probe_cached;               /* the probe result came from an earlier call on this ctx */
+    bool inexact;                    /* probe failed and allow_inexact engaged speculation anyway */
+    char note[256];                  /* why speculation was declined / warnings ("" when none) */
+    int block_size;                  /* fixed K, or 0 for auto */
+    int64_t rounds, drafted, accepted, emitted;
+    int64_t zero_accept_rounds, partial_accept_rounds, full_accept_rounds;
+    int64_t drafted_at_depth[SPECDEC_SPEC_MAX_DEPTH + 1];  /* [d]: rounds that drafted depth d (1-based) */
+    int64_t accepted_at_depth[SPECDEC_SPEC_MAX_DEPTH + 1]; /* [d]: rounds that accepted depth d */
+    int64_t rounds_at_width[SPECDEC_SPEC_MAX_DEPTH + 1];   /* [K]: rounds run at width K */
+    double tau;                      /* emitted / rounds (bonus included) */
+    /* wall time summed over rounds (ms); residual = round - the named phases */
+    double round_ms, draft_ms, verify_ms, walk_ms, finalize_ms, accept_ms, residual_ms;
+    double prefill_ms, probe_ms, drafter_prefill_ms;
+    /* drafter step profile (profile = true): ms summed over draft steps */
+    bool profiled;
+    int64_t profile_steps;
+    double prof_upload_ms, prof_embed_ms, prof_layers_ms, prof_head_ms, prof_sample_ms,
+           prof_readback_ms, prof_overhead_ms;
+    int auto_width;                  /* auto: the width chosen most often (1 = classic won) */
+} specdec_spec_stats;
+
+/* Speculative decoding with drafter d, mirroring specdec_generate (same parameters, same stop
+ * rules, same budget, cancellable through gp->cancel). d may be NULL: classic decoding. */
+specdec_status specdec_spec_generate(specdec_ctx *c, specdec_drafter *d, const specdec_tokenizer *tok,
+                                     const int32_t *prompt, int n_prompt, const specdec_gen_params *gp,
+                                     const specdec_spec_params *sp, int32_t **out_ids, int *n_out,
+                                     specdec_spec_stats *stats, specdec_err *err);
+
+/* One-line human summary of stats (tau, acceptance, phases) into buf. */
+void specdec_spec_stats_summary(const specdec_spec_stats *s, char *buf, size_t n);
+/* Write stats as a JSON object to `path` (keys: tau, rounds, drafted, accepted,
+ * acceptance_by_depth, phases_ms, probe, ...). */
+specdec_status specdec_spec_stats_write_json(const specdec_spec_stats *s, const char *path,
+                                             specdec_err *err);
+
+/* ==== end of speculative decoding ==================================================== */
+
 /* ---- quantizer --------------------------------------------------------------------- */
 
 typedef struct specdec_quantize_params {

@@ -34,6 +34,10 @@ void sd_kv_free(sd_kv_cache *kv) {
     memset(kv, 0, sizeof *kv);
 }
 
+/* Scratch and RoPE tables for rt, whose pool is already set. */
+static specdec_status runtime_alloc(sd_runtime *rt, const sd_config *c, int n_ctx, int max_batch,
+                                    specdec_err *err);
+
 specdec_status sd_runtime_init(sd_runtime *rt, const sd_config *c, int n_ctx, int max_batch,
                                int n_threads, sd_kv_dtype_e kvdt, bool reference, specdec_err *err) {
     memset(rt, 0, sizeof *rt);
@@ -45,6 +49,28 @@ specdec_status sd_runtime_init(sd_runtime *rt, const sd_config *c, int n_ctx, in
     rt->pool = sd_pool_create(n_threads);
     if (!rt->pool) return sd_fail(err, SPECDEC_ERR_INTERNAL, "could not start %d threads", n_threads);
     rt->n_threads = sd_pool_size(rt->pool);
+    return runtime_alloc(rt, c, n_ctx, max_batch, err);
+}
+
+specdec_status sd_runtime_init_shared(sd_runtime *rt, const sd_config *c, int n_ctx, int max_batch,
+                                      sd_pool *pool, const sd_ops *ops, sd_kv_dtype_e kvdt,
+                                      specdec_err *err) {
+    memset(rt, 0, sizeof *rt);
+    if (!pool || !ops) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "sd_runtime_init_shared: NULL pool or ops");
+    rt->cfg = c;
+    rt->ops = ops;
+    rt->n_ctx = n_ctx;
+    rt->max_batch = max_batch;
+    rt->kv_dtype = kvdt;
+    rt->pool = pool;
+    rt->pool_borrowed = true;
+    rt->n_threads = sd_pool_size(pool);
+    return runtime_alloc(rt, c, n_ctx, max_batch, err);
+}
+
+static specdec_status runtime_alloc(sd_runtime *rt, const sd_config *c, int n_ctx, int max_batch,
+                                    specdec_err *err) {
+    sd_kv_dtype_e kvdt = rt->kv_dtype;
     int H = c->hidden_size, hd = c->head_dim, I = c->intermediate_size;
     size_t B = (size_t)max_batch, qd = (size_t)c->n_heads * hd, kd = (size_t)c->n_kv_heads * hd;
     sd_attn_shape as = {c->n_heads, c->n_kv_heads, hd, kvdt};
@@ -75,7 +101,7 @@ specdec_status sd_runtime_init(sd_runtime *rt, const sd_config *c, int n_ctx, in
 }
 
 void sd_runtime_free(sd_runtime *rt) {
-    if (rt->pool) sd_pool_free(rt->pool);
+    if (rt->pool && !rt->pool_borrowed) sd_pool_free(rt->pool);
     free(rt->rope_cos); free(rt->rope_sin); free(rt->xn); free(rt->q); free(rt->k); free(rt->v);
     free(rt->att); free(rt->tmp); free(rt->gate); free(rt->up); free(rt->attn_scratch);
     memset(rt, 0, sizeof *rt);

@@ -34,6 +34,7 @@ typedef struct sd_runtime {
     const sd_config *cfg;
     const sd_ops *ops;
     sd_pool *pool;
+    bool pool_borrowed;       /* pool belongs to another runtime (sd_runtime_init_shared) */
     int n_threads;
     int n_ctx;
     int max_batch;            /* most positions per layer call */
@@ -53,6 +54,11 @@ typedef struct sd_runtime {
 
 specdec_status sd_runtime_init(sd_runtime *rt, const sd_config *cfg, int n_ctx, int max_batch,
                                int n_threads, sd_kv_dtype_e kvdt, bool reference, specdec_err *err);
+/* The same, but running on an existing thread pool (e.g. the target's, so a drafter and the
+ * target never compete for cores) with the given ops table; sd_runtime_free leaves the pool. */
+specdec_status sd_runtime_init_shared(sd_runtime *rt, const sd_config *cfg, int n_ctx, int max_batch,
+                                      sd_pool *pool, const sd_ops *ops, sd_kv_dtype_e kvdt,
+                                      specdec_err *err);
 void sd_runtime_free(sd_runtime *rt);
 
 /* One pre-norm Qwen3 decoder layer over x (T, H) in place, positions pos0..pos0+T-1, T <= max_batch.

@@ -1,0 +1,83 @@
+/* drafter.h: the drafter interface of speculative decoding (a struct of function pointers) and
+ * helpers shared by its implementations (drafter_mtp.c, drafter_model.c, drafter_ngram.c).
+ *
+ * Protocol, with committed tokens x_0..x_P where x_P is the current bonus (chosen by the target,
+ * not yet in the target's KV cache, which holds positions 0..P-1):
+ *   bind(target)                 once per generation: allocate / refresh state for this target ctx
+ *   prefill(x_0..x_{n-1})        the prompt (resets everything before)
+ *   accept(pos0, toks, hid, T)   positions pos0..pos0+T-1 are verified: toks are x_{pos0+1}..x_{pos0+T}
+ *                                (the last one is the new bonus), hid the target's hidden states
+ *                                h_{pos0}..h_{pos0+T-1} (T, H) after model.norm (NULL unless
+ *                                needs_hidden). ONE call per round over the whole verified slice;
+ *                                pos0 is always where the previous accept ended (0 after prefill).
+ *   draft(req)                   propose x_{P+1}..x_{P+n}; anything the drafter wrote for
+ *                                speculative positions is replaced by the next accept.
+ * Drafter numerics never change the output: the target verifies everything. */
+#ifndef SD_SPEC_DRAFTER_H
+#define SD_SPEC_DRAFTER_H
+#include "specdec.h"
+#include "spec/target.h"
+#include "sample/sample.h"
+
+typedef enum sd_draft_mode {
+    SD_DRAFT_GREEDY = 0,   /* argmax of the draft logits */
+    SD_DRAFT_SEEDED = 1,   /* sd_sample(params, draft logits, pos): the target's Gumbel noise at pos */
+    SD_DRAFT_SAMPLE = 2    /* sample from the filtered draft distribution q (rejection mode) */
+} sd_draft_mode;
+
+typedef struct sd_draft_req {
+    int n;                               /* tokens wanted (>= 1) */
+    int64_t pos;                         /* P: position of the bonus; drafts are for P+1..P+n */
+    int32_t bonus;                       /* x_P */
+    sd_draft_mode mode;
+    const specdec_sampling_params *sp;   /* the target's sampling parameters */
+    int32_t *out;                        /* (n) proposals */
+    sd_dist *q;                          /* (n) filled in SAMPLE mode by drafters that support it */
+} sd_draft_req;
+
+typedef struct sd_drafter_prof {
+    int64_t steps;                       /* draft steps profiled */
+    double upload_ms, embed_ms, layers_ms, head_ms, sample_ms, readback_ms;
+    int64_t clock_reads;                 /* clock reads the profile itself made */
+} sd_drafter_prof;
+
+typedef struct sd_drafter_vt {
+    const char *name;
+    bool needs_hidden;       /* accept needs the target's hidden states */
+    bool supports_sampling;  /* SAMPLE mode fills q */
+    bool supports_tree;      /* draft_tree is implemented */
+    specdec_status (*bind)(specdec_drafter *d, const sd_target *t, specdec_err *err);
+    specdec_status (*prefill)(specdec_drafter *d, const int32_t *prompt, int n, specdec_err *err);
+    specdec_status (*draft)(specdec_drafter *d, sd_draft_req *req, int *n_out, specdec_err *err);
+    void *draft_tree;        /* reserved for tree drafting (NULL: chains only) */
+    specdec_status (*accept)(specdec_drafter *d, int pos0, const int32_t *tokens, const float *hidden,
+                             int T, specdec_err *err);
+    void (*reset)(specdec_drafter *d);
+    void (*profile)(const specdec_drafter *d, sd_drafter_prof *out);
+    void (*free)(specdec_drafter *d);
+} sd_drafter_vt;
+
+struct specdec_drafter {
+    const sd_drafter_vt *vt;
+    void *impl;
+    bool profile;            /* set by the round: time the sub-steps of each draft step */
+    /* exactness probe cache: the result for the last target it ran on */
+    const void *probe_model; const void *probe_ops; int probe_threads, probe_kv, probe_K, probe_result;
+    double probe_ms;
+};
+
+/* Pick a draft token from a logits row (V floats) at position pos, per req->mode; in SAMPLE mode
+ * the filtered distribution goes to *q (when non-NULL). ws is scratch sized for V. */
+int32_t sd_draft_choose(sd_sampler_ws *ws, const sd_draft_req *req, const float *logits, int V,
+                        int64_t pos, sd_dist *q);
+
+/* Monotonic clock in ms (src/gen/generate.c). */
+double sd_now_ms(void);
+
+/* Constructors (one per file). */
+specdec_status sd_drafter_mtp_new(const specdec_model *target, specdec_drafter **out, specdec_err *err);
+specdec_status sd_drafter_model_new(const specdec_model *target, const char *dir, specdec_drafter **out,
+                                    specdec_err *err);
+specdec_status sd_drafter_ngram_new(int max_n, specdec_drafter **out, specdec_err *err);
+
+#endif

@@ -1,0 +1,206 @@
+/* drafter_model.c: a separate draft model (same architecture family, same vocabulary) with its
+ * own context and KV cache, running on the target's thread pool. It keeps the committed token
+ * history and the token behind every entry of its KV cache; accept() truncates the cache to the
+ * longest prefix that still matches the history (rollback without copy), and draft() forwards
+ * whatever committed tokens are missing (plus the bonus) in one batched call, then one token per
+ * further draft. */
+#include "spec/drafter.h"
+#include "model/ctx.h"
+#include "util/err.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dmodel {
+    const specdec_model *target;
+    specdec_model *dm;          /* owned */
+    specdec_ctx *cx;            /* own ctx on the target's pool (NULL until bound) */
+    int key_nctx, key_mb, key_threads; const sd_ops *key_ops; sd_kv_dtype_e key_kv;
+    int32_t *hist; int n_hist;  /* committed x_0..x_P */
+    int32_t *kvtok;             /* token behind KV entry i */
+    int cap;
+    float *logits;              /* (V) */
+    sd_sampler_ws ws;
+    sd_drafter_prof prof;
+} dmodel;
+
+static void ctx_release(dmodel *g) {
+    if (!g->cx) return;
+    sd_runtime_free(&g->cx->rt);   /* the pool is borrowed and stays */
+    sd_kv_free(&g->cx->kv);
+    free(g->cx->x);
+    free(g->cx);
+    g->cx = NULL;
+}
+
+static specdec_status dm_bind(specdec_drafter *d, const sd_target *t, specdec_err *err) {
+    dmodel *g = d->impl;
+    if (!t->pool || !t->ops) return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "draft model: needs a CPU target");
+    const sd_config *c = &g->dm->cfg;
+    int n_ctx = t->n_ctx < c->max_position_embeddings ? t->n_ctx : c->max_position_embeddings;
+    if (g->cx && g->key_nctx == n_ctx && g->key_mb == t->max_batch && g->key_threads == t->n_threads &&
+        g->key_ops == t->ops && g->key_kv == t->kv_dtype) {
+        g->cx->rt.pool = t->pool;
+        g->cx->n_past = 0;
+        return SPECDEC_OK;
+    }
+    ctx_release(g);
+    specdec_ctx *cx = calloc(1, sizeof *cx);
+    if (!cx) return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
+    cx->model = g->dm;
+    specdec_status st = sd_runtime_init_shared(&cx->rt, c, n_ctx, t->max_batch, t->pool, t->ops, t->kv_dtype, err);
+    if (st != SPECDEC_OK) { free(cx); return st; }
+    g->cx = cx;
+    st = sd_kv_init(&cx->kv, c->n_layers, n_ctx, c->n_kv_heads * c->head_dim, t->kv_dtype, err);
+    if (st == SPECDEC_OK && !(cx->x = malloc(sizeof(float) * (size_t)t->max_batch * c->hidden_size)))
+        st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
+    free(g->hist); free(g->kvtok);
+    g->cap = t->n_ctx + 2;
+    g->hist = malloc(sizeof(int32_t) * (size_t)g->cap);
+    g->kvtok = malloc(sizeof(int32_t) * (size_t)g->cap);
+    if (st == SPECDEC_OK && (!g->hist || !g->kvtok)) st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
+    if (st != SPECDEC_OK) { ctx_release(g); return st; }
+    g->key_nctx = n_ctx; g->key_mb = t->max_batch; g->key_threads = t->n_threads; g->key_ops = t->ops; g->key_kv = t->kv_dtype;
+    return SPECDEC_OK;
+}
+
+static specdec_status dm_prefill(specdec_drafter *d, const int32_t *prompt, int n, specdec_err *err) {
+    dmodel *g = d->impl;
+    if (!g->cx) return sd_fail(err, SPECDEC_ERR_INTERNAL, "draft model prefill before bind");
+    if (n + 1 > g->cap) return sd_fail(err, SPECDEC_ERR_CONTEXT, "draft model: prompt of %d tokens too long", n);
+    memcpy(g->hist, prompt, sizeof(int32_t) * (size_t)n);
+    g->n_hist = n;
+    g->cx->n_past = 0;
+    int fw = n < g->cx->rt.n_ctx ? n : g->cx->rt.n_ctx;
+    if (fw > 0) {
+        SD_TRY(sd_ctx_forward(g->cx, prompt, fw, NULL, 0, NULL, err));
+        memcpy(g->kvtok, prompt, sizeof(int32_t) * (size_t)fw);
+    }
+    return SPECDEC_OK;
+}
+
+static specdec_status dm_accept(specdec_drafter *d, int pos0, const int32_t *tokens, const float *hidden,
+                                int T, specdec_err *err) {
+    dmodel *g = d->impl;
+    if (pos0 + 1 > g->n_hist || pos0 + 1 + T > g->cap)
+        return sd_fail(err, SPECDEC_ERR_INTERNAL, "draft model accept at %d: history holds %d", pos0, g->n_hist);
+    memcpy(g->hist + pos0 + 1, tokens, sizeof(int32_t) * (size_t)T);
+    g->n_hist = pos0 + 1 + T;
+    /* the bonus x_P (last history entry) is always forwarded by the next draft: keep <= P */
+    int keep = g->cx->n_past < g->n_hist - 1 ? g->cx->n_past : g->n_hist - 1;
+    for (int i = pos0 + 1; i < keep; i++)
+        if (g->kvtok[i] != g->hist[i]) { keep = i; break; }
+    if (keep < g->cx->n_past) SD_TRY(specdec_ctx_truncate(g->cx, keep, err));
+    return SPECDEC_OK;
+}
+
+static specdec_status dm_draft(specdec_drafter *d, sd_draft_req *req, int *n_out, specdec_err *err) {
+    dmodel *g = d->impl;
+    specdec_ctx *cx = g->cx;
+    int V = g->dm->cfg.vocab_size;
+    bool prof = d->profile;
+    *n_out = 0;
+    int P = (int)req->pos;
+    if (g->n_hist != P + 1 || g->hist[P] != req->bonus)
+        return sd_fail(err, SPECDEC_ERR_INTERNAL, "draft model at position %d: history holds %d", P, g->n_hist);
+    int n = req->n;
+    if (n > cx->rt.n_ctx - P) n = cx->rt.n_ctx - P;    /* entries up to P+n-1 */
+    if (n <= 0) return SPECDEC_OK;
+    int from = cx->n_past;
+    for (int j = 0; j < n; j++) {
+        double t0 = prof ? sd_now_ms() : 0;
+        const int32_t *tk = j == 0 ? g->hist + from : &req->out[j - 1];
+        int T = j == 0 ? P + 1 - from : 1;
+        memcpy(g->kvtok + cx->n_past, tk, sizeof(int32_t) * (size_t)T);
+        SD_TRY(sd_ctx_forward(cx, tk, T, g->logits, T - 1, NULL, err));
+        double t1 = prof ? sd_now_ms() : 0;
+        req->out[j] = sd_draft_choose(&g->ws, req, g->logits, V, (int64_t)P + 1 + j, req->q ? &req->q[j] : NULL);
+        if (prof) {
+            double t2 = sd_now_ms();
+            g->prof.layers_ms += t1 - t0;   /* embedding, layers and head in one call: attributed to layers */
+            g->prof.sample_ms += t2 - t1;
+            g->prof.clock_reads += 3;
+            g->prof.steps++;
+        }
+    }
+    *n_out = n;
+    return SPECDEC_OK;
+}
+
+static void dm_reset(specdec_drafter *d) { dmodel *g = d->impl; g->n_hist = 0; if (g->cx) g->cx->n_past = 0; }
+static void dm_profile(const specdec_drafter *d, sd_drafter_prof *o) { *o = ((const dmodel *)d->impl)->prof; }
+static void dm_free(specdec_drafter *d) {
+    dmodel *g = d->impl;
+    if (!g) return;
+    ctx_release(g);
+    specdec_model_free(g->dm);
+    free(g->hist); free(g->kvtok); free(g->logits);
+    sd_sampler_ws_free(&g->ws);
+    free(g);
+    d->impl = NULL;
+}
+
+static const sd_drafter_vt model_vt = {
+    .name = "model", .needs_hidden = false, .supports_sampling = true, .supports_tree = false,
+    .bind = dm_bind, .prefill = dm_prefill, .draft = dm_draft, .draft_tree = NULL, .accept = dm_accept,
+    .reset = dm_reset, .profile = dm_profile, .free = dm_free,
+};
+
+/* Both directories' tokenizer.json must match byte for byte when both exist. */
+static specdec_status same_tokenizer(const char *a, const char *b, specdec_err *err) {
+    char pa[1100], pb[1100];
+    snprintf(pa, sizeof pa, "%s/tokenizer.json", a);
+    snprintf(pb, sizeof pb, "%s/tokenizer.json", b);
+    FILE *fa = fopen(pa, "rb"), *fb = fopen(pb, "rb");
+    specdec_status st = SPECDEC_OK;
+    if (fa && fb) {
+        char ba[65536], bb[65536];
+        long off = 0;
+        for (;;) {
+            size_t na = fread(ba, 1, sizeof ba, fa), nb = fread(bb, 1, sizeof bb, fb);
+            if (na != nb || memcmp(ba, bb, na) != 0) {
+                st = sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "draft model %s: tokenizer.json differs from the target's "
+                             "(%s) near byte %ld", pb, pa, off);
+                break;
+            }
+            if (na == 0) break;
+            off += (long)na;
+        }
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return st;
+}
+
+specdec_status sd_drafter_model_new(const specdec_model *target, const char *dir, specdec_drafter **out,
+                                    specdec_err *err) {
+    *out = NULL;
+    specdec_model_params mp = specdec_model_default_params();
+    mp.load_mtp = false;
+    specdec_model *dm = NULL;
+    SD_TRY(specdec_model_load(dir, &mp, &dm, err));
+    if (dm->cfg.vocab_size != target->cfg.vocab_size) {
+        specdec_status st = sd_fail(err, SPECDEC_ERR_SHAPE, "draft model %s: vocab_size %d, the target's is %d", dir,
+                                    dm->cfg.vocab_size, target->cfg.vocab_size);
+        specdec_model_free(dm);
+        return st;
+    }
+    specdec_status st = same_tokenizer(target->dir, dir, err);
+    if (st != SPECDEC_OK) { specdec_model_free(dm); return st; }
+    specdec_drafter *d = calloc(1, sizeof *d);
+    dmodel *g = calloc(1, sizeof *g);
+    if (g) g->logits = malloc(sizeof(float) * (size_t)dm->cfg.vocab_size);
+    if (!d || !g || !g->logits) {
+        free(d); if (g) free(g->logits); free(g); specdec_model_free(dm);
+        return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
+    }
+    g->target = target;
+    g->dm = dm;
+    st = sd_sampler_ws_init(&g->ws, dm->cfg.vocab_size, err);
+    if (st != SPECDEC_OK) { free(d); free(g->logits); free(g); specdec_model_free(dm); return st; }
+    d->vt = &model_vt;
+    d->impl = g;
+    d->probe_result = -1;
+    *out = d;
+    return SPECDEC_OK;
+}

@@ -1,0 +1,121 @@
+/* stats.c: the speculative-decoding counters as one human line and as JSON (--stats-json). */
+#include "spec/spec_internal.h"
+#include "util/err.h"
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static double per_round(double ms, int64_t rounds) { return rounds ? ms / (double)rounds : 0; }
+
+void specdec_spec_stats_summary(const specdec_spec_stats *s, char *buf, size_t n) {
+    size_t l = 0;
+#define AP(...) do { if (l < n) l += (size_t)snprintf(buf + l, n - l, __VA_ARGS__); } while (0)
+    if (!s->speculated) {
+        AP("[spec] speculation off (%s)", s->note[0] ? s->note : "no drafter");
+        return;
+    }
+    AP("[spec] rounds %lld, tau %.3f, drafted %lld, accepted %lld (%.1f%%), zero/partial/full %lld/%lld/%lld, acc by depth",
+       (long long)s->rounds, s->tau, (long long)s->drafted, (long long)s->accepted,
+       s->drafted ? 100.0 * (double)s->accepted / (double)s->drafted : 0.0, (long long)s->zero_accept_rounds,
+       (long long)s->partial_accept_rounds, (long long)s->full_accept_rounds);
+    for (int d = 1; d <= SPECDEC_SPEC_MAX_DEPTH && s->drafted_at_depth[d]; d++)
+        AP(" %.2f", (double)s->accepted_at_depth[d] / (double)s->drafted_at_depth[d]);
+    AP("; ms/round: draft %.3f verify %.3f walk %.3f finalize %.3f accept %.3f residual %.3f (round %.3f)",
+       per_round(s->draft_ms, s->rounds), per_round(s->verify_ms, s->rounds), per_round(s->walk_ms, s->rounds),
+       per_round(s->finalize_ms, s->rounds), per_round(s->accept_ms, s->rounds),
+       per_round(s->residual_ms, s->rounds), per_round(s->round_ms, s->rounds));
+    AP("; probe %s%s", s->probe == 1 ? "passed" : s->probe == 0 ? "FAILED" : "not run", s->probe_cached ? " (cached)" : "");
+    if (s->inexact) AP(" INEXACT (allow_inexact)");
+    if (!s->block_size) AP("; auto width %d", s->auto_width);
+    if (s->profiled) {
+        double tot = s->prof_upload_ms + s->prof_embed_ms + s->prof_layers_ms + s->prof_head_ms + s->prof_sample_ms +
+                     s->prof_readback_ms;
+        AP("; drafter profile (synchronized, %lld steps, ms/step): upload %.4f input %.4f layers %.4f head %.4f sample %.4f "
+           "readback %.4f, profiling overhead %.3f ms (%.1f%% of draft)",
+           (long long)s->profile_steps, per_round(s->prof_upload_ms, s->profile_steps),
+           per_round(s->prof_embed_ms, s->profile_steps), per_round(s->prof_layers_ms, s->profile_steps),
+           per_round(s->prof_head_ms, s->profile_steps), per_round(s->prof_sample_ms, s->profile_steps),
+           per_round(s->prof_readback_ms, s->profile_steps), s->prof_overhead_ms,
+           s->draft_ms > 0 ? 100.0 * s->prof_overhead_ms / s->draft_ms : 0.0);
+        (void)tot;
+    } else {
+        AP("; drafter steps unattributed (no --profile-drafter)");
+    }
+#undef AP
+}
+
+specdec_status specdec_spec_stats_write_json(const specdec_spec_stats *s, const char *path, specdec_err *err) {
+    json_t *o = json_object();
+    json_object_set_new(o, "speculated", json_boolean(s->speculated));
+    json_object_set_new(o, "block_size", s->block_size ? json_integer(s->block_size) : json_string("auto"));
+    json_object_set_new(o, "tau", json_real(s->tau));
+    json_object_set_new(o, "rounds", json_integer(s->rounds));
+    json_object_set_new(o, "drafted", json_integer(s->drafted));
+    json_object_set_new(o, "accepted", json_integer(s->accepted));
+    json_object_set_new(o, "emitted_in_rounds", json_integer(s->emitted));
+    json_object_set_new(o, "zero_accept_rounds", json_integer(s->zero_accept_rounds));
+    json_object_set_new(o, "partial_accept_rounds", json_integer(s->partial_accept_rounds));
+    json_object_set_new(o, "full_accept_rounds", json_integer(s->full_accept_rounds));
+    json_t *abd = json_array(), *dad = json_array(), *aad = json_array(), *rw = json_object();
+    for (int d = 1; d <= SPECDEC_SPEC_MAX_DEPTH && s->drafted_at_depth[d]; d++) {
+        json_array_append_new(abd, json_real((double)s->accepted_at_depth[d] / (double)s->drafted_at_depth[d]));
+        json_array_append_new(dad, json_integer(s->drafted_at_depth[d]));
+        json_array_append_new(aad, json_integer(s->accepted_at_depth[d]));
+    }
+    for (int w = 1; w <= SPECDEC_SPEC_MAX_DEPTH; w++)
+        if (s->rounds_at_width[w]) {
+            char k[8];
+            snprintf(k, sizeof k, "%d", w);
+            json_object_set_new(rw, k, json_integer(s->rounds_at_width[w]));
+        }
+    json_object_set_new(o, "acceptance_by_depth", abd);
+    json_object_set_new(o, "drafted_at_depth", dad);
+    json_object_set_new(o, "accepted_at_depth", aad);
+    json_object_set_new(o, "rounds_at_width", rw);
+    if (!s->block_size) json_object_set_new(o, "auto_width", json_integer(s->auto_width));
+    json_t *ph = json_object();
+    json_object_set_new(ph, "round", json_real(s->round_ms));
+    json_object_set_new(ph, "draft", json_real(s->draft_ms));
+    json_object_set_new(ph, "verify", json_real(s->verify_ms));
+    json_object_set_new(ph, "walk", json_real(s->walk_ms));
+    json_object_set_new(ph, "finalize", json_real(s->finalize_ms));
+    json_object_set_new(ph, "accept", json_real(s->accept_ms));
+    json_object_set_new(ph, "residual", json_real(s->residual_ms));
+    json_object_set_new(ph, "prefill", json_real(s->prefill_ms));
+    json_object_set_new(ph, "drafter_prefill", json_real(s->drafter_prefill_ms));
+    json_object_set_new(ph, "probe", json_real(s->probe_ms));
+    json_object_set_new(o, "phases_ms", ph);
+    json_t *pr = json_object();
+    json_object_set_new(pr, "result", json_string(s->probe == 1 ? "passed" : s->probe == 0 ? "failed" : "not_run"));
+    json_object_set_new(pr, "cached", json_boolean(s->probe_cached));
+    json_object_set_new(pr, "inexact", json_boolean(s->inexact));
+    json_object_set_new(o, "probe", pr);
+    json_object_set_new(o, "note", json_string(s->note));
+    json_t *g = json_object();
+    json_object_set_new(g, "prompt_tokens", json_integer(s->gen.prompt_tokens));
+    json_object_set_new(g, "generated_tokens", json_integer(s->gen.generated_tokens));
+    json_object_set_new(g, "prefill_ms", json_real(s->gen.prefill_ms));
+    json_object_set_new(g, "decode_ms", json_real(s->gen.decode_ms));
+    json_object_set_new(g, "decode_tok_s", json_real(s->gen.decode_tok_s));
+    json_object_set_new(g, "stop_reason", json_integer(s->gen.stop_reason));
+    json_object_set_new(o, "gen", g);
+    if (s->profiled) {
+        json_t *p = json_object();
+        json_object_set_new(p, "synchronized", json_true());
+        json_object_set_new(p, "steps", json_integer(s->profile_steps));
+        json_object_set_new(p, "upload_ms", json_real(s->prof_upload_ms));
+        json_object_set_new(p, "input_ms", json_real(s->prof_embed_ms));
+        json_object_set_new(p, "layers_ms", json_real(s->prof_layers_ms));
+        json_object_set_new(p, "head_ms", json_real(s->prof_head_ms));
+        json_object_set_new(p, "sample_ms", json_real(s->prof_sample_ms));
+        json_object_set_new(p, "readback_ms", json_real(s->prof_readback_ms));
+        json_object_set_new(p, "overhead_ms", json_real(s->prof_overhead_ms));
+        json_object_set_new(o, "drafter_profile", p);
+    } else {
+        json_object_set_new(o, "drafter_profile", json_string("unattributed"));
+    }
+    int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+    json_decref(o);
+    if (rc != 0) return sd_fail(err, SPECDEC_ERR_IO, "%s: could not write the stats JSON", path);
+    return SPECDEC_OK;
+}
