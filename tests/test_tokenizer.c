@@ -391,7 +391,7 @@ static specdec_status load_synthetic(const char *normalizer, const char *pretok,
              "\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\"},"
              "\"model\":{\"type\":\"BPE\",\"unk_token\":null%s,"
              "\"vocab\":{\"a\":0,\"b\":1,\"c\":2,\"\xC4\xA0\":3,\"ab\":4,\"abc\":5,\"\xC4\xA0" "a\":6,\"bc\":7,"
-             "\"<\":20,\">\":21,\"x\":22,\"\xC3\x83\":23,\"\xC2\xA9\":24},"
+             "\"<\":20,\">\":21,\"x\":22,\"\xC3\x83\":23,\"\xC2\xA9\":24,\"\\ud83d\\ude00\\t\\\"\":25},"
              "\"merges\":%s}}",
              added, normalizer, pretok, model_extra, merges);
     write_file("tokenizer.json", json);
@@ -413,7 +413,8 @@ static void test_synthetic(void) {
         specdec_status st = load_synthetic("null", BL_REGEX, form ? MERGES_PAIR : MERGES_STR, "", "[]", &t, &err);
         CHECK(st == SPECDEC_OK, "synthetic load (%s merges): %s", form ? "pair" : "string", err.msg);
         if (st != SPECDEC_OK) continue;
-        CHECK_EQ_INT(specdec_tokenizer_vocab_size(t), 25);
+        CHECK_EQ_INT(specdec_tokenizer_vocab_size(t), 26);
+        CHECK_EQ_INT(specdec_tokenizer_token_id(t, "\xF0\x9F\x98\x80\t\""), 25);   /* \\u surrogate pair, \\t, \\" */
         expect_ids(t, "abc abc", (int32_t[]){5, 3, 5}, 3);   /* "abc" | " abc" -> Ġ + abc (a b first) */
         expect_ids(t, "bc", (int32_t[]){1, 2}, 2);           /* no "b c" merge */
         expect_ids(t, "aab", (int32_t[]){0, 4}, 2);
@@ -482,8 +483,20 @@ static void test_synthetic(void) {
         CHECK(t == NULL, "refused load returns no tokenizer");
         CHECK(strstr(err.msg, bad[i].needle) != NULL, "refusal %zu: \"%s\" does not name \"%s\"", i, err.msg, bad[i].needle);
     }
-    write_file("tokenizer.json", "{\"model\": ");
-    CHECK_EQ_INT(specdec_tokenizer_load(tmpdir, &t, &err), SPECDEC_ERR_FORMAT);
+    static const struct { const char *json, *needle; } malformed[] = {
+        {"{\"model\": ", "byte offset 10"},
+        {"{\"model\": {\"vocab\": {\"a\": 0,, }}}", "byte offset 28"},
+        {"{\"model\": {\"vocab\": {\"\\ud800\": 0}}}", "surrogate"},
+        {"{\"model\": {\"vocab\": {\"a\": -1}}}", "integer"},
+        {"{\"normalizer\": {\"type\": NFC}}", "normalizer"},
+        {"{} x", "trailing"},
+    };
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
+        write_file("tokenizer.json", malformed[i].json);
+        CHECK_EQ_INT(specdec_tokenizer_load(tmpdir, &t, &err), SPECDEC_ERR_FORMAT);
+        CHECK(strstr(err.msg, malformed[i].needle) && strstr(err.msg, "tokenizer.json"),
+              "malformed %zu: \"%s\" lacks \"%s\" or the file name", i, err.msg, malformed[i].needle);
+    }
     char path[512];
     snprintf(path, sizeof path, "%s/tokenizer.json", tmpdir); unlink(path);
     snprintf(path, sizeof path, "%s/tokenizer_config.json", tmpdir); unlink(path);

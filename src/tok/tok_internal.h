@@ -10,6 +10,7 @@
 #ifndef SD_TOK_INTERNAL_H
 #define SD_TOK_INTERNAL_H
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <jansson.h>
 #include <pcre2.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -21,7 +22,7 @@
 
 /* String -> int32 map, open addressing, linear probing. Keys are borrowed pointers that must
  * outlive the map. */
-typedef struct sd_strmap_slot { const char *key; uint32_t len; int32_t val; } sd_strmap_slot;
+typedef struct sd_strmap_slot { const char *key; uint32_t len, hash; int32_t val; } sd_strmap_slot; /* hash: low 32 bits */
 typedef struct sd_strmap { sd_strmap_slot *slots; uint32_t mask, n; } sd_strmap;
 
 uint64_t sd_hash_bytes(const void *p, size_t n);
@@ -65,6 +66,24 @@ bool sd_buf_append(sd_buf *b, const void *p, size_t n);
  * so the caller can keep it. Otherwise the tail becomes one U+FFFD and 0 is returned.
  * Returns (size_t)-1 on allocation failure. */
 size_t sd_utf8_lossy_append(sd_buf *b, const uint8_t *s, size_t n, bool hold_incomplete);
+
+/* ---- tokenizer.json reader (tok_json.c) -------------------------------------------- */
+
+/* tokenizer.json with model.vocab and model.merges streamed into flat arrays (they are ~all of
+ * the file) and everything else as a Jansson DOM. */
+typedef struct sd_tok_doc {
+    json_t *root;            /* the document less model.vocab / model.merges */
+    bool have_vocab, have_merges;
+    uint32_t *vocab;         /* n_vocab x (offset, length, id); strings in vocab_strs */
+    size_t n_vocab;
+    uint32_t *merges;        /* n_merges x (left offset, left length, right offset, right length) */
+    size_t n_merges;
+    sd_buf vocab_strs, merge_strs;
+} sd_tok_doc;
+
+/* Parse text[0..len). Errors (SPECDEC_ERR_FORMAT) name the byte offset. */
+specdec_status sd_tok_doc_parse(const char *text, size_t len, sd_tok_doc *d, specdec_err *err);
+void sd_tok_doc_free(sd_tok_doc *d);
 
 /* ---- tokenizer ---------------------------------------------------------------------- */
 

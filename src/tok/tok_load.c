@@ -187,37 +187,16 @@ static specdec_status check_model_options(json_t *m, specdec_err *err) {
     return SPECDEC_OK;
 }
 
-/* Split a merge entry into its two halves. */
-static bool merge_halves(json_t *e, const char **a, size_t *la, const char **b, size_t *lb) {
-    if (json_is_string(e)) {
-        const char *s = json_string_value(e);
-        size_t n = json_string_length(e);
-        const char *sp = memchr(s, ' ', n);
-        if (!sp) return false;
-        *a = s; *la = (size_t)(sp - s);
-        *b = sp + 1; *lb = n - *la - 1;
-        return true;
-    }
-    if (json_is_array(e) && json_array_size(e) == 2 && json_is_string(json_array_get(e, 0)) &&
-        json_is_string(json_array_get(e, 1))) {
-        *a = json_string_value(json_array_get(e, 0)); *la = json_string_length(json_array_get(e, 0));
-        *b = json_string_value(json_array_get(e, 1)); *lb = json_string_length(json_array_get(e, 1));
-        return true;
-    }
-    return false;
-}
-
-static specdec_status load_merges(specdec_tokenizer *t, json_t *merges, specdec_err *err) {
-    if (!json_is_array(merges)) return sd_fail(err, SPECDEC_ERR_FORMAT, "model.merges is not an array");
-    size_t n = json_array_size(merges);
+static specdec_status load_merges(specdec_tokenizer *t, const sd_tok_doc *d, specdec_err *err) {
+    if (!d->have_merges) return sd_fail(err, SPECDEC_ERR_FORMAT, "model.merges is missing or not an array");
+    size_t n = d->n_merges;
     if (n > (1u << 29)) return sd_fail(err, SPECDEC_ERR_FORMAT, "model.merges has %zu entries", n);
     if (!sd_pairmap_init(&t->merges, (uint32_t)n + 1)) return sd_fail(err, SPECDEC_ERR_NOMEM, "merges table");
     char stackbuf[512];
     for (size_t i = 0; i < n; i++) {
-        const char *a, *b;
-        size_t la, lb;
-        if (!merge_halves(json_array_get(merges, i), &a, &la, &b, &lb))
-            return sd_fail(err, SPECDEC_ERR_FORMAT, "model.merges[%zu] is neither \"a b\" nor [a, b]", i);
+        const uint32_t *m = d->merges + 4 * i;
+        const char *a = d->merge_strs.p + m[0], *b = d->merge_strs.p + m[2];
+        size_t la = m[1], lb = m[3];
         int32_t ia = sd_strmap_get(&t->vocab, a, la), ib = sd_strmap_get(&t->vocab, b, lb);
         char *cat = la + lb <= sizeof stackbuf ? stackbuf : malloc(la + lb);
         if (!cat) return sd_fail(err, SPECDEC_ERR_NOMEM, "merges");
@@ -316,21 +295,15 @@ static specdec_status load_added(specdec_tokenizer *t, json_t *list, specdec_err
 
 /* Vocab, per-id tables, merges. Added tokens must already be loaded (they extend the id range
  * and override the decoded text of their ids). */
-static specdec_status load_model(specdec_tokenizer *t, json_t *m, specdec_err *err) {
+static specdec_status load_model(specdec_tokenizer *t, json_t *m, const sd_tok_doc *d, specdec_err *err) {
     if (!json_is_object(m)) return sd_fail(err, SPECDEC_ERR_FORMAT, "tokenizer.json lacks \"model\"");
     SD_TRY(check_model_options(m, err));
     t->ignore_merges = json_flag(m, "ignore_merges", false);
-    json_t *vocab = json_object_get(m, "vocab");
-    if (!json_is_object(vocab)) return sd_fail(err, SPECDEC_ERR_FORMAT, "model.vocab is not an object");
-    const char *key; json_t *val;
-    size_t total = 0;
+    if (!d->have_vocab) return sd_fail(err, SPECDEC_ERR_FORMAT, "model.vocab is missing or not an object");
+    size_t total = d->vocab_strs.n;
     int64_t max_id = -1;
-    json_object_foreach(vocab, key, val) {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= (1 << 26))
-            return sd_fail(err, SPECDEC_ERR_FORMAT, "model.vocab[\"%s\"] is not a valid id", key);
-        if (json_integer_value(val) > max_id) max_id = json_integer_value(val);
-        total += strlen(key);
-    }
+    for (size_t i = 0; i < d->n_vocab; i++)
+        if ((int64_t)d->vocab[3 * i + 2] > max_id) max_id = d->vocab[3 * i + 2];
     for (int i = 0; i < t->n_added; i++) {
         if (t->added[i].id > max_id) max_id = t->added[i].id;
         total += t->added[i].len;
@@ -345,13 +318,14 @@ static specdec_status load_model(specdec_tokenizer *t, json_t *m, specdec_err *e
     t->str_arena = malloc(total + 1);
     t->dec_arena = malloc(total + 1);
     if (!t->str_off || !t->str_len || !t->dec_off || !t->dec_len || !t->is_added || !t->str_arena ||
-        !t->dec_arena || !sd_strmap_init(&t->vocab, (uint32_t)json_object_size(vocab)))
-        return sd_fail(err, SPECDEC_ERR_NOMEM, "vocab of %zu tokens", json_object_size(vocab));
+        !t->dec_arena || !sd_strmap_init(&t->vocab, (uint32_t)d->n_vocab))
+        return sd_fail(err, SPECDEC_ERR_NOMEM, "vocab of %zu tokens", d->n_vocab);
     for (size_t i = 0; i < nid; i++) t->str_len[i] = t->dec_len[i] = UINT32_MAX;
     size_t so = 0, dn = 0;
-    json_object_foreach(vocab, key, val) {
-        int32_t id = (int32_t)json_integer_value(val);
-        size_t len = strlen(key);
+    for (size_t i = 0; i < d->n_vocab; i++) {
+        const char *key = d->vocab_strs.p + d->vocab[3 * i];
+        size_t len = d->vocab[3 * i + 1];
+        int32_t id = (int32_t)d->vocab[3 * i + 2];
         if (t->str_len[id] != UINT32_MAX)
             return sd_fail(err, SPECDEC_ERR_FORMAT, "model.vocab: id %d is used by two tokens", (int)id);
         memcpy(t->str_arena + so, key, len);
@@ -383,22 +357,24 @@ static specdec_status load_model(specdec_tokenizer *t, json_t *m, specdec_err *e
         if (t->unk_id < 0)
             return sd_fail(err, SPECDEC_ERR_FORMAT, "model.unk_token \"%s\" is not in the vocab", json_string_value(unk));
     }
-    return load_merges(t, json_object_get(m, "merges"), err);
+    return load_merges(t, d, err);
 }
 
 /* ---- tokenizer_config.json ---------------------------------------------------------- */
 
-static char *read_small_file(const char *path) {
+/* Whole file, NUL-terminated; NULL when it cannot be read. */
+static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    sd_buf b = {0};
-    char chunk[4096];
-    size_t r;
-    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0)
-        if (!sd_buf_append(&b, chunk, r)) { free(b.p); fclose(f); return NULL; }
+    struct stat sb;
+    char *p = NULL;
+    if (fstat(fileno(f), &sb) == 0 && sb.st_size >= 0 && (p = malloc((size_t)sb.st_size + 1))) {
+        size_t n = fread(p, 1, (size_t)sb.st_size, f);
+        if (n != (size_t)sb.st_size) { free(p); p = NULL; }
+        else { p[n] = 0; if (len) *len = n; }
+    }
     fclose(f);
-    if (!b.p) b.p = calloc(1, 1);
-    return b.p;
+    return p;
 }
 
 static specdec_status load_config(specdec_tokenizer *t, const char *dir, specdec_err *err) {
@@ -435,7 +411,7 @@ static specdec_status load_config(specdec_tokenizer *t, const char *dir, specdec
     } else if (st == SPECDEC_OK) {
         /* newer checkpoints keep the template in its own file */
         snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
-        t->chat_template = read_small_file(path);
+        t->chat_template = read_file(path, NULL);
     }
     json_decref(cfg);
     return st;
@@ -451,9 +427,14 @@ specdec_status specdec_tokenizer_load(const char *dir, specdec_tokenizer **out, 
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     struct stat sb;
     if (stat(path, &sb) != 0) return sd_fail(err, SPECDEC_ERR_MISSING, "%s: no such file", path);
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_ALLOW_NUL, &je);
-    if (!root) return sd_fail(err, SPECDEC_ERR_FORMAT, "%s: line %d column %d: %s", path, je.line, je.column, je.text);
+    size_t text_len = 0;
+    char *text = read_file(path, &text_len);
+    if (!text) return sd_fail(err, SPECDEC_ERR_IO, "%s: cannot read", path);
+    sd_tok_doc doc;
+    specdec_status dst = sd_tok_doc_parse(text, text_len, &doc, err);
+    free(text);
+    if (dst != SPECDEC_OK) return sd_err_prefix(err, "%s", path);
+    json_t *root = doc.root;
     specdec_tokenizer *t = calloc(1, sizeof *t);
     specdec_status st = SPECDEC_OK;
     bool byte_level = false;
@@ -468,8 +449,8 @@ specdec_status specdec_tokenizer_load(const char *dir, specdec_tokenizer **out, 
     }
     if (st == SPECDEC_OK) st = check_decoder(json_object_get(root, "decoder"), err);
     if (st == SPECDEC_OK) st = load_added(t, json_object_get(root, "added_tokens"), err);
-    if (st == SPECDEC_OK) st = load_model(t, json_object_get(root, "model"), err);
-    json_decref(root);
+    if (st == SPECDEC_OK) st = load_model(t, json_object_get(root, "model"), &doc, err);
+    sd_tok_doc_free(&doc);
     if (st == SPECDEC_OK) st = load_config(t, dir, err);
     if (st != SPECDEC_OK) {
         if (err && st != SPECDEC_ERR_NOMEM && strncmp(err->msg, dir, strlen(dir)) != 0) sd_err_prefix(err, "%s", path);

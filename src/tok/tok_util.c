@@ -50,23 +50,24 @@ static bool strmap_grow(sd_strmap *m) {
     return true;
 }
 
+/* The slot keeps the key's hash so that probing past other keys never touches their bytes. */
 bool sd_strmap_put(sd_strmap *m, const char *key, uint32_t len, int32_t val) {
     if ((m->n + 1) * 2 > m->mask + 1 && !strmap_grow(m)) return false;
-    uint32_t i = (uint32_t)sd_hash_bytes(key, len) & m->mask;
-    for (;; i = (i + 1) & m->mask) {
+    uint32_t h = (uint32_t)sd_hash_bytes(key, len);
+    for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
         sd_strmap_slot *s = &m->slots[i];
-        if (!s->key) { s->key = key; s->len = len; s->val = val; m->n++; return true; }
-        if (s->len == len && memcmp(s->key, key, len) == 0) { s->val = val; return true; }
+        if (!s->key) { s->key = key; s->len = len; s->hash = h; s->val = val; m->n++; return true; }
+        if (s->hash == h && s->len == len && memcmp(s->key, key, len) == 0) { s->val = val; return true; }
     }
 }
 
 int32_t sd_strmap_get(const sd_strmap *m, const char *key, size_t len) {
     if (!m->slots) return -1;
-    uint32_t i = (uint32_t)sd_hash_bytes(key, len) & m->mask;
-    for (;; i = (i + 1) & m->mask) {
+    uint32_t h = (uint32_t)sd_hash_bytes(key, len);
+    for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
         const sd_strmap_slot *s = &m->slots[i];
         if (!s->key) return -1;
-        if (s->len == len && memcmp(s->key, key, len) == 0) return s->val;
+        if (s->hash == h && s->len == len && memcmp(s->key, key, len) == 0) return s->val;
     }
 }
 
