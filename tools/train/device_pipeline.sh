@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The training recipe's driver on the GPU machine (run from the repo root there; needs .dev/corpus
+# carried). One device command may last at most 10 minutes and the machine is kept only while
+# calls follow each other closely, so the stages run detached and each call returns quickly:
+#
+#   tools/train/device_pipeline.sh start [--smoke]   launch stages 1-5 in the background, return
+#   tools/train/device_pipeline.sh wait SECONDS      print progress every 30 s until done / failed
+#   tools/train/device_pipeline.sh status            one progress line
+#   tools/train/device_pipeline.sh fetch N           copy part N of the results into $OUT
+#
+# Stages (logs in $WORK/logs/<stage>.log, state in $WORK/status):
+#   selftest  train_mtp.py --selftest (CPU: batched drafter == literal inference loop; HF == ours)
+#   tokenize  tokenize_corpus.py      -> $WORK/data/{train,heldout}.bin
+#   target    train_target.py         -> $WORK/target.pt
+#   mtp       train_mtp.py            -> $WORK/mtp.pt
+#   export    export.py               -> $WORK/export/ (HF directory + reference.json)
+#   eval      eval_mtp.py             -> $WORK/export/mtp_eval.json
+#   package   export.tar.xz split into 15 MiB parts + results.tar.gz + MANIFEST
+# WORK is /tmp/sdtrain/real or /tmp/sdtrain/smoke; /tmp/sdtrain/current names the latest.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+BASE=/tmp/sdtrain
+PARTS_PER_FETCH=4
+
+cur_work() { cat "$BASE/current" 2>/dev/null || { echo "no run started" >&2; exit 1; }; }
+
+status_line() {
+  local W=$1 st stage
+  st=$(cat "$W/status" 2>/dev/null || echo "unknown")
+  stage=${st%% *}
+  echo "[$(date +%H:%M:%S)] $W: $st"
+  if [ -f "$W/logs/$stage.log" ]; then tail -n 3 "$W/logs/$stage.log" | cut -c1-300 | sed 's/^/    /'; fi
+}
+
+summary() {
+  local W=$1
+  python3 - "$W" <<'PY'
+import json, os, sys
+W = sys.argv[1]
+def j(p):
+    try:
+        return json.load(open(os.path.join(W, p)))
+    except Exception:
+        return None
+t, m, r, e = j("logs/target_summary.json"), j("logs/mtp_summary.json"), j("export/reference.json"), j("export/mtp_eval.json")
+if t: print("target: steps %d, %.0f s, held-out loss %.4f nats/token, %.2f epochs" % (t["steps"], t["train_seconds"], t["final_heldout_loss"], t["epochs"]))
+if m: print("mtp: steps %d, %.0f s, held-out top1/depth %s" % (m["steps"], m["train_seconds"], ["%.3f" % v for v in m["final_heldout"]["top1"]]))
+if r: print("export: HF max |logit diff| %.3g (rel %.3g)" % (r["check_b"]["max_abs_logit_diff"], r["check_b"]["rel"]))
+if e:
+    for K, s in e["summary"].items():
+        print("eval %s: " % K + "; ".join("%s tau %.3f acc/depth %s" % (k, v["tau"], ["%.2f" % x for x in v["acceptance_per_depth_conditional"]]) for k, v in s.items()))
+PY
+  if [ -f "$W/package/MANIFEST" ]; then
+    local n
+    n=$(ls "$W"/package/export.tar.xz.part-* | wc -l)
+    echo "package: $n parts -> fetch calls 1..$(( (n + PARTS_PER_FETCH - 1) / PARTS_PER_FETCH ))"
+  fi
+}
+
+run_stage() {  # name, command...
+  local W=$1 name=$2; shift 2
+  echo "$name running since $(date +%H:%M:%S)" > "$W/status"
+  local t0=$SECONDS
+  if "$@" > "$W/logs/$name.log" 2>&1; then
+    echo "$name $(( SECONDS - t0 ))" >> "$W/logs/durations.txt"
+  else
+    echo "$name FAILED (rc $?) after $(( SECONDS - t0 )) s; see $W/logs/$name.log" > "$W/status"
+    tail -n 30 "$W/logs/$name.log"
+    exit 1
+  fi
+}
+
+pipeline() {  # WORK SMOKE
+  local W=$1 S=$2 T=tools/train
+  export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
+  local CORPUS=$REPO/.dev/corpus PROMPTS=$REPO/tests/data/prompts/heldout.jsonl
+  local TOKARGS="" SM="" EVARGS=""
+  if [ "$S" = 1 ]; then TOKARGS="--max-bytes 2000000"; SM="--smoke"; EVARGS="--limit 4 --new 24"; fi
+  for f in train.txt.xz heldout.txt.xz tokenizer.json tokenizer_config.json; do
+    [ -f "$CORPUS/$f" ] || { echo "corpus FAILED: $CORPUS/$f missing (carry .dev/corpus)" > "$W/status"; exit 1; }
+  done
+  (cd "$CORPUS" && sha256sum -c --quiet SHA256SUMS) || { echo "corpus FAILED: sha256 mismatch" > "$W/status"; exit 1; }
+  nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv > "$W/logs/gpu.txt" 2>&1
+  python3 -c 'import torch, transformers, tokenizers, safetensors, numpy; print(torch.__version__, transformers.__version__, tokenizers.__version__, safetensors.__version__, numpy.__version__)' > "$W/logs/versions.txt" 2>&1
+  run_stage "$W" selftest python3 $T/train_mtp.py --selftest
+  run_stage "$W" tokenize python3 $T/tokenize_corpus.py --corpus "$CORPUS" --out "$W/data" $TOKARGS
+  run_stage "$W" target python3 $T/train_target.py --data "$W/data" --work "$W" $SM ${TARGET_ARGS:-}
+  run_stage "$W" mtp python3 $T/train_mtp.py --data "$W/data" --work "$W" $SM ${MTP_ARGS:-}
+  run_stage "$W" export python3 $T/export.py --work "$W" --corpus "$CORPUS" --prompts "$PROMPTS"
+  run_stage "$W" eval python3 $T/eval_mtp.py --model "$W/export" --prompts "$PROMPTS" --out "$W/export/mtp_eval.json" $EVARGS
+  run_stage "$W" package package "$W"
+  echo "done $(date +%H:%M:%S)" > "$W/status"
+}
+
+package() {
+  local W=$1
+  rm -rf "$W/package" "$W/export/train_logs"
+  mkdir -p "$W/package" "$W/export/train_logs"
+  cp "$W"/logs/* "$W/export/train_logs/"
+  # sha256 of every file of the final directory (model files, reference/eval json, logs)
+  (cd "$W/export" && find . -type f ! -name SHA256SUMS.all | sort | xargs sha256sum > SHA256SUMS.all)
+  if command -v xz > /dev/null; then
+    tar -C "$W" -cf - export | xz -T16 -3 > "$W/package/export.tar.xz"
+  else
+    tar -C "$W" -cf "$W/package/export.tar.xz" export   # uncompressed; reassemble.sh detects it
+  fi
+  (cd "$W/package" && split -b 15M -d -a 2 export.tar.xz export.tar.xz.part-)
+  tar -C "$W/export" -czf "$W/package/results.tar.gz" reference.json mtp_eval.json config.json train_logs SHA256SUMS.all
+  (cd "$W/package" && sha256sum export.tar.xz export.tar.xz.part-* results.tar.gz > MANIFEST && rm export.tar.xz)
+  ls -la "$W/package"
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  start)
+    S=0
+    [ "${1:-}" = "--smoke" ] && S=1
+    W=$BASE/real
+    [ "$S" = 1 ] && W=$BASE/smoke
+    mkdir -p "$BASE"
+    if [ -f "$W/pid" ] && kill -0 "$(cat "$W/pid")" 2>/dev/null; then echo "already running: $W"; exit 1; fi
+    rm -rf "$W"
+    mkdir -p "$W/logs"
+    echo "$W" > "$BASE/current"
+    echo "queued" > "$W/status"
+    setsid nohup bash "$REPO/tools/train/device_pipeline.sh" _pipeline "$W" "$S" > "$W/logs/pipeline.log" 2>&1 < /dev/null &
+    echo $! > "$W/pid"
+    sleep 5
+    status_line "$W"
+    ;;
+  _pipeline) pipeline "$1" "$2" ;;
+  _package) package "$1" ;;
+  status) W=$(cur_work); status_line "$W"; summary "$W" ;;
+  wait)
+    W=$(cur_work)
+    LIMIT=${1:-570}
+    t0=$SECONDS
+    while :; do
+      status_line "$W"
+      st=$(cat "$W/status" 2>/dev/null)
+      case "$st" in done*|*FAILED*) break;; esac
+      [ $(( SECONDS - t0 + 30 )) -gt "$LIMIT" ] && { echo "(still running; call wait again)"; break; }
+      sleep 30
+    done
+    cat "$W/logs/durations.txt" 2>/dev/null | sed 's/^/  stage seconds: /'
+    summary "$W"
+    ;;
+  fetch)
+    W=$(cur_work)
+    N=${1:?part number}
+    [ -n "${OUT:-}" ] || { echo "OUT is not set"; exit 1; }
+    mapfile -t P < <(ls "$W"/package/export.tar.xz.part-* | sort)
+    TOTAL=$(( (${#P[@]} + PARTS_PER_FETCH - 1) / PARTS_PER_FETCH ))
+    [ "$N" -ge 1 ] && [ "$N" -le "$TOTAL" ] || { echo "part $N of $TOTAL does not exist"; exit 1; }
+    if [ "$N" = 1 ]; then cp "$W/package/MANIFEST" "$W/package/results.tar.gz" "$OUT/"; fi
+    for ((i = (N - 1) * PARTS_PER_FETCH; i < N * PARTS_PER_FETCH && i < ${#P[@]}; i++)); do cp "${P[$i]}" "$OUT/"; done
+    ls -la "$OUT"
+    echo "fetch part $N of $TOTAL"
+    ;;
+  *) sed -n '2,24p' "$0"; exit 2 ;;
+esac
