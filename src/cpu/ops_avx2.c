@@ -1,0 +1,264 @@
+/* ops_avx2.c: AVX2+FMA+F16C kernels (8 lanes), the same algorithms as ops_avx512.c:
+ * matmul rows for every weight kind, rmsnorm of a row, attention for one (query, head).
+ * Partial chunks at the end of a row are copied into a zeroed stack buffer (AVX2 has no
+ * 16-bit masked loads); all reduction orders are fixed by the reduction length. */
+#include "cpu/ops_internal.h"
+#include "util/dtype.h"
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define SD_AINLINE static inline __attribute__((always_inline))
+#else
+#define SD_AINLINE static inline
+#endif
+
+#define NT_MAX 4
+
+/* Fixed tree: 8 -> 4 -> 2 -> 1. */
+SD_AINLINE float hsum8(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+SD_AINLINE float elem_f32(specdec_dtype dt, const void *p, size_t e) {
+    if (dt == SPECDEC_DTYPE_BF16) return sd_bf16_to_f32(((const uint16_t *)p)[e]);
+    if (dt == SPECDEC_DTYPE_F16) return _cvtsh_ss(((const uint16_t *)p)[e]);
+    return ((const float *)p)[e];
+}
+
+/* 8 elements of dtype dt at p, all present. */
+SD_AINLINE __m256 load8(specdec_dtype dt, const void *p) {
+    if (dt == SPECDEC_DTYPE_BF16) {
+        __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+    }
+    if (dt == SPECDEC_DTYPE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_loadu_ps((const float *)p);
+}
+
+/* n < 8 elements, the rest zero. */
+SD_AINLINE __m256 load8_part(specdec_dtype dt, const void *p, int n) {
+    unsigned char tmp[32] = {0};
+    size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2;
+    memcpy(tmp, p, (size_t)n * es);
+    return load8(dt, tmp);
+}
+SD_AINLINE __m256 loadx_part(const float *p, int n) {
+    float tmp[8] = {0};
+    memcpy(tmp, p, (size_t)n * sizeof(float));
+    return _mm256_loadu_ps(tmp);
+}
+
+/* ---- dense rows: 8-wide chunk c into accumulator c % 4 ---- */
+SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const int NT, specdec_dtype dt) {
+    const sd_mat *W = a->W;
+    const int cols = W->cols, nch = (cols + 7) / 8, nfull = cols / 8, nfull4 = cols / 32;
+    const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2;
+    const float *xt[NT_MAX];
+    for (int t = 0; t < NT; t++) xt[t] = a->x + (size_t)(t0 + t) * a->ldx;
+    for (int r = r0; r < r1; r++) {
+        const char *wr = (const char *)W->w + (size_t)r * cols * es;
+        __m256 acc[NT_MAX][4];
+        for (int t = 0; t < NT; t++)
+            for (int u = 0; u < 4; u++) acc[t][u] = _mm256_setzero_ps();
+        int c = 0;
+        for (; c < nfull4 * 4; c += 4)
+            for (int u = 0; u < 4; u++) {
+                __m256 w = load8(dt, wr + (size_t)(c + u) * 8 * es);
+                for (int t = 0; t < NT; t++)
+                    acc[t][u] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xt[t] + (c + u) * 8), acc[t][u]);
+            }
+        for (int u = 0; c < nch; c++, u++) {
+            int full = c < nfull;
+            __m256 w = full ? load8(dt, wr + (size_t)c * 8 * es) : load8_part(dt, wr + (size_t)c * 8 * es, cols - c * 8);
+            for (int t = 0; t < NT; t++) {
+                __m256 xv = full ? _mm256_loadu_ps(xt[t] + c * 8) : loadx_part(xt[t] + c * 8, cols - c * 8);
+                acc[t][u] = _mm256_fmadd_ps(w, xv, acc[t][u]);
+            }
+        }
+        for (int t = 0; t < NT; t++) {
+            __m256 s = _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3]));
+            a->y[(size_t)(t0 + t) * a->ldy + r] = hsum8(s);
+        }
+    }
+}
+
+/* ---- quantized rows, L = 8 (layout in ops_internal.h) ---- */
+SD_AINLINE __m256 group_vec(specdec_dtype dt, const void *base, size_t g0, int ngv, __m256i idx, int spans) {
+    if (!spans) return _mm256_set1_ps(elem_f32(dt, base, g0));
+    float v[8] = {0};
+    for (int i = 0; i < ngv; i++) v[i] = elem_f32(dt, base, g0 + i);
+    return _mm256_permutevar8x32_ps(_mm256_loadu_ps(v), idx);
+}
+
+SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const int NT, const int bits,
+                           specdec_dtype dt) {
+    const sd_mat *W = a->W;
+    const int E = 32 / bits, BE = 8 * E, cols = W->cols, g = W->group;
+    const int nw = cols / E, nb = (nw + 7) / 8, ng = cols / g;
+    const int spans = BE > g;
+    int32_t idxa[8];
+    for (int l = 0; l < 8; l++) idxa[l] = spans ? (l * E) / g : 0;
+    const __m256i idx = _mm256_loadu_si256((const __m256i *)idxa);
+    const __m256i msk = _mm256_set1_epi32((int)((1u << bits) - 1u));
+    const float *xp[NT_MAX], *xs[NT_MAX];
+    for (int t = 0; t < NT; t++) {
+        xp[t] = a->xp + (size_t)(t0 + t) * a->ldxp;
+        xs[t] = a->xs + (size_t)(t0 + t) * a->ldxs;
+    }
+    for (int r = r0; r < r1; r++) {
+        const uint32_t *wr = (const uint32_t *)W->w + (size_t)r * nw;
+        const size_t gr = (size_t)r * ng;
+        __m256 acc[NT_MAX];
+        for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            int remw = nw - b * 8;
+            __m256i wv;
+            if (remw >= 8) wv = _mm256_loadu_si256((const __m256i *)(wr + b * 8));
+            else {
+                uint32_t tmp[8] = {0};
+                memcpy(tmp, wr + b * 8, (size_t)remw * 4);
+                wv = _mm256_loadu_si256((const __m256i *)tmp);
+            }
+            size_t g0 = (size_t)b * BE / g;
+            int ngv = spans ? (int)((ng - g0) < (size_t)(BE / g) ? (ng - g0) : (size_t)(BE / g)) : 1;
+            __m256 sv = group_vec(dt, W->scales, gr + g0, ngv, idx, spans);
+            __m256 bv = group_vec(dt, W->biases, gr + g0, ngv, idx, spans);
+            __m256 q[8];
+            for (int k = 0; k < E; k++)
+                q[k] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(wv, bits * k), msk));
+            for (int t = 0; t < NT; t++) {
+                const float *xb = xp[t] + (size_t)b * BE;
+                __m256 p = _mm256_mul_ps(q[0], _mm256_loadu_ps(xb));
+                for (int k = 1; k < E; k++) p = _mm256_fmadd_ps(q[k], _mm256_loadu_ps(xb + 8 * k), p);
+                acc[t] = _mm256_fmadd_ps(p, sv, acc[t]);
+                acc[t] = _mm256_fmadd_ps(bv, _mm256_loadu_ps(xs[t] + b * 8), acc[t]);
+            }
+        }
+        for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = hsum8(acc[t]);
+    }
+}
+
+#define DENSE_FN(name, DT) \
+    static void name(const sd_mm_args *a, int r0, int r1) { \
+        int t = 0; \
+        for (; t + 4 <= a->T; t += 4) dense_rows(a, r0, r1, t, 4, DT); \
+        switch (a->T - t) { \
+        case 3: dense_rows(a, r0, r1, t, 3, DT); break; \
+        case 2: dense_rows(a, r0, r1, t, 2, DT); break; \
+        case 1: dense_rows(a, r0, r1, t, 1, DT); break; \
+        default: break; } }
+#define QUANT_FN(name, BITS, DT) \
+    static void name(const sd_mm_args *a, int r0, int r1) { \
+        int t = 0; \
+        for (; t + 4 <= a->T; t += 4) quant_rows(a, r0, r1, t, 4, BITS, DT); \
+        switch (a->T - t) { \
+        case 3: quant_rows(a, r0, r1, t, 3, BITS, DT); break; \
+        case 2: quant_rows(a, r0, r1, t, 2, BITS, DT); break; \
+        case 1: quant_rows(a, r0, r1, t, 1, BITS, DT); break; \
+        default: break; } }
+
+DENSE_FN(mm_f32, SPECDEC_DTYPE_F32)
+DENSE_FN(mm_f16, SPECDEC_DTYPE_F16)
+DENSE_FN(mm_bf16, SPECDEC_DTYPE_BF16)
+QUANT_FN(mm_q4_f32, 4, SPECDEC_DTYPE_F32)
+QUANT_FN(mm_q4_f16, 4, SPECDEC_DTYPE_F16)
+QUANT_FN(mm_q4_bf16, 4, SPECDEC_DTYPE_BF16)
+QUANT_FN(mm_q8_f32, 8, SPECDEC_DTYPE_F32)
+QUANT_FN(mm_q8_f16, 8, SPECDEC_DTYPE_F16)
+QUANT_FN(mm_q8_bf16, 8, SPECDEC_DTYPE_BF16)
+
+static void mm_rows(const sd_mm_args *a, int r0, int r1) {
+    const sd_mat *W = a->W;
+    int d = W->dtype == SPECDEC_DTYPE_F16 ? 1 : W->dtype == SPECDEC_DTYPE_BF16 ? 2 : 0;
+    static void (*const dense[3])(const sd_mm_args *, int, int) = {mm_f32, mm_f16, mm_bf16};
+    static void (*const q4[3])(const sd_mm_args *, int, int) = {mm_q4_f32, mm_q4_f16, mm_q4_bf16};
+    static void (*const q8[3])(const sd_mm_args *, int, int) = {mm_q8_f32, mm_q8_f16, mm_q8_bf16};
+    if (W->bits == 4) q4[d](a, r0, r1);
+    else if (W->bits == 8) q8[d](a, r0, r1);
+    else dense[d](a, r0, r1);
+}
+
+/* ---- rmsnorm: 8-wide chunks into 2 accumulators (chunk % 2) ---- */
+static void rmsnorm_row(float *out, const float *x, const float *w, int n, float eps) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int nch = (n + 7) / 8;
+    for (int c = 0; c < nch; c++) {
+        __m256 v = n - c * 8 >= 8 ? _mm256_loadu_ps(x + c * 8) : loadx_part(x + c * 8, n - c * 8);
+        if (c & 1) s1 = _mm256_fmadd_ps(v, v, s1);
+        else s0 = _mm256_fmadd_ps(v, v, s0);
+    }
+    float ss = hsum8(_mm256_add_ps(s0, s1));
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    int i = 0;
+    __m256 vi = _mm256_set1_ps(inv);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vi), _mm256_loadu_ps(w + i)));
+    for (; i < n; i++) out[i] = x[i] * inv * w[i]; /* same two roundings as the vector lanes */
+}
+
+/* ---- attention for one (query, head) ---- */
+SD_AINLINE __m256 kv8(sd_kv_dtype_e dt, const void *base, size_t e, int n) {
+    specdec_dtype d = dt == SD_KV_BF16 ? SPECDEC_DTYPE_BF16 : dt == SD_KV_F16 ? SPECDEC_DTYPE_F16 : SPECDEC_DTYPE_F32;
+    const char *p = (const char *)base + e * (dt == SD_KV_F32 ? 4 : 2);
+    return n >= 8 ? load8(d, p) : load8_part(d, p, n);
+}
+
+#define HD_CH 8 /* 8-wide chunks of the output kept in registers at once (64 dims) */
+
+static void attn_one(const float *q, const void *k, const void *v, size_t stride, int hd,
+                     sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
+    int nch = (hd + 7) / 8;
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps();
+        for (int c = 0; c < nch; c++) {
+            int rem = hd - c * 8;
+            __m256 kv = kv8(dt, k, (size_t)j * stride + c * 8, rem);
+            __m256 qv = rem >= 8 ? _mm256_loadu_ps(q + c * 8) : loadx_part(q + c * 8, rem);
+            if (c & 1) d1 = _mm256_fmadd_ps(qv, kv, d1);
+            else d0 = _mm256_fmadd_ps(qv, kv, d0);
+        }
+        float s = hsum8(_mm256_add_ps(d0, d1)) * scale;
+        sc[j] = s;
+        if (s > mx) mx = s;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float e = expf(sc[j] - mx);
+        sc[j] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    for (int c0 = 0; c0 < nch; c0 += HD_CH) {
+        int cn = nch - c0 < HD_CH ? nch - c0 : HD_CH;
+        __m256 acc[HD_CH];
+        for (int c = 0; c < cn; c++) acc[c] = _mm256_setzero_ps();
+        for (int j = 0; j < n; j++) {
+            __m256 pj = _mm256_set1_ps(sc[j]);
+            for (int c = 0; c < cn; c++)
+                acc[c] = _mm256_fmadd_ps(pj, kv8(dt, v, (size_t)j * stride + (c0 + c) * 8, hd - (c0 + c) * 8), acc[c]);
+        }
+        __m256 vi = _mm256_set1_ps(inv);
+        for (int c = 0; c < cn; c++) {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, _mm256_mul_ps(acc[c], vi));
+            int rem = hd - (c0 + c) * 8;
+            memcpy(out + (c0 + c) * 8, tmp, (size_t)(rem >= 8 ? 8 : rem) * sizeof(float));
+        }
+    }
+}
+
+static const sd_isa isa = {
+    .name = "avx2",
+    .lanes = 8,
+    .mm_rows = mm_rows,
+    .rmsnorm_row = rmsnorm_row,
+    .attn_one = attn_one,
+};
+
+const sd_isa *sd_isa_avx2(void) { return &isa; }

@@ -1,0 +1,280 @@
+/* ops_avx512.c: AVX-512 (F+BW+VL) kernels: matmul rows for every weight kind, rmsnorm of a
+ * row and attention for one (query, head). Compiled with -mavx512f/bw/vl (CMake, by suffix)
+ * and only called when the CPU has them (dispatch in ops_fast.c).
+ *
+ * Invariance: every reduction below runs in an order fixed by its length (cols, n, hd). The
+ * matmul tiles tokens (NT <= 4 share one weight load) but keeps separate accumulators per
+ * token, and each token's instruction sequence is the one it would get with NT = 1. */
+#include "cpu/ops_internal.h"
+#include "util/dtype.h"
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define SD_AINLINE static inline __attribute__((always_inline))
+#else
+#define SD_AINLINE static inline
+#endif
+
+#define NT_MAX 4
+
+/* Fixed tree: 16 -> 8 -> 4 -> 2 -> 1. */
+SD_AINLINE float hsum16(__m512 v) {
+    __m256 lo = _mm512_castps512_ps256(v);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    __m256 s = _mm256_add_ps(lo, hi);
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+SD_AINLINE float elem_f32(specdec_dtype dt, const void *p, size_t e) {
+    if (dt == SPECDEC_DTYPE_BF16) return sd_bf16_to_f32(((const uint16_t *)p)[e]);
+    if (dt == SPECDEC_DTYPE_F16) return _cvtsh_ss(((const uint16_t *)p)[e]);
+    return ((const float *)p)[e];
+}
+
+/* 16 elements of dtype dt at p (masked lanes read as 0). */
+SD_AINLINE __m512 load16(specdec_dtype dt, const void *p, __mmask16 m) {
+    if (dt == SPECDEC_DTYPE_BF16) {
+        __m512i u = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+    }
+    if (dt == SPECDEC_DTYPE_F16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    return _mm512_maskz_loadu_ps(m, p);
+}
+
+/* ---- dense rows: y[t][r] = sum over 16-wide chunks c, chunk c into accumulator c % 4 ---- */
+SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const int NT, specdec_dtype dt) {
+    const sd_mat *W = a->W;
+    const int cols = W->cols, nch = (cols + 15) / 16, nfull4 = (cols / 64);
+    const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2;
+    const float *xt[NT_MAX];
+    for (int t = 0; t < NT; t++) xt[t] = a->x + (size_t)(t0 + t) * a->ldx;
+    for (int r = r0; r < r1; r++) {
+        const char *wr = (const char *)W->w + (size_t)r * cols * es;
+        __m512 acc[NT_MAX][4];
+        for (int t = 0; t < NT; t++)
+            for (int u = 0; u < 4; u++) acc[t][u] = _mm512_setzero_ps();
+        int c = 0;
+        for (; c < nfull4 * 4; c += 4) {
+            _mm_prefetch((const char *)(wr + (size_t)(c * 16 + 512) * es), _MM_HINT_T0);
+            for (int u = 0; u < 4; u++) {
+                __m512 w = load16(dt, wr + (size_t)(c + u) * 16 * es, 0xFFFF);
+                for (int t = 0; t < NT; t++)
+                    acc[t][u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xt[t] + (c + u) * 16), acc[t][u]);
+            }
+        }
+        for (int u = 0; c < nch; c++, u++) {
+            int rem = cols - c * 16;
+            __mmask16 m = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
+            __m512 w = load16(dt, wr + (size_t)c * 16 * es, m);
+            for (int t = 0; t < NT; t++)
+                acc[t][u] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, xt[t] + c * 16), acc[t][u]);
+        }
+        for (int t = 0; t < NT; t++) {
+            __m512 s = _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3]));
+            a->y[(size_t)(t0 + t) * a->ldy + r] = hsum16(s);
+        }
+    }
+}
+
+/* ---- quantized rows (see ops_internal.h for the xp / xs layout), L = 16 ---- */
+/* Scale (or bias) per lane for the block whose first group is g0: lane l covers the word l,
+ * i.e. group g0 + l*E/g when a block spans several groups (idx), else group g0. */
+SD_AINLINE __m512 group_vec(specdec_dtype dt, const void *base, size_t g0, int ngv, __m512i idx, int spans) {
+    if (!spans) return _mm512_set1_ps(elem_f32(dt, base, g0));
+    __mmask16 m = (__mmask16)((1u << ngv) - 1u);
+    __m512 v;
+    if (dt == SPECDEC_DTYPE_F32) v = _mm512_maskz_loadu_ps(m, (const float *)base + g0);
+    else {
+        __m256i h = _mm256_zextsi128_si256(_mm_maskz_loadu_epi16((__mmask8)m, (const uint16_t *)base + g0));
+        if (dt == SPECDEC_DTYPE_BF16) v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        else v = _mm512_cvtph_ps(h);
+    }
+    return _mm512_permutexvar_ps(idx, v);
+}
+
+SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const int NT, const int bits,
+                           specdec_dtype dt) {
+    const sd_mat *W = a->W;
+    const int E = 32 / bits, BE = 16 * E, cols = W->cols, g = W->group;
+    const int nw = cols / E, nb = (nw + 15) / 16, ng = cols / g;
+    const int spans = BE > g;              /* a block covers several groups */
+    int32_t idxa[16];
+    for (int l = 0; l < 16; l++) idxa[l] = spans ? (l * E) / g : 0;
+    const __m512i idx = _mm512_loadu_si512(idxa);
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i m8 = _mm512_set1_epi32(0xFF);
+    const float *xp[NT_MAX], *xs[NT_MAX];
+    for (int t = 0; t < NT; t++) {
+        xp[t] = a->xp + (size_t)(t0 + t) * a->ldxp;
+        xs[t] = a->xs + (size_t)(t0 + t) * a->ldxs;
+    }
+    for (int r = r0; r < r1; r++) {
+        const uint32_t *wr = (const uint32_t *)W->w + (size_t)r * nw;
+        const size_t gr = (size_t)r * ng;
+        __m512 acc[NT_MAX];
+        for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            int remw = nw - b * 16;
+            __mmask16 m = remw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remw) - 1u);
+            __m512i wv = _mm512_maskz_loadu_epi32(m, wr + b * 16);
+            _mm_prefetch((const char *)(wr + b * 16 + 256), _MM_HINT_T0);
+            size_t g0 = (size_t)b * BE / g;
+            int ngv = spans ? (int)((ng - g0) < (size_t)(BE / g) ? (ng - g0) : (size_t)(BE / g)) : 1;
+            __m512 sv = group_vec(dt, W->scales, gr + g0, ngv, idx, spans);
+            __m512 bv = group_vec(dt, W->biases, gr + g0, ngv, idx, spans);
+            __m512 q[8];
+            if (bits == 4) {
+                q[0] = _mm512_permutexvar_ps(wv, iota);
+                for (int k = 1; k < 8; k++) q[k] = _mm512_permutexvar_ps(_mm512_srli_epi32(wv, 4 * k), iota);
+            } else {
+                q[0] = _mm512_cvtepi32_ps(_mm512_and_si512(wv, m8));
+                q[1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 8), m8));
+                q[2] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 16), m8));
+                q[3] = _mm512_cvtepi32_ps(_mm512_srli_epi32(wv, 24));
+            }
+            for (int t = 0; t < NT; t++) {
+                const float *xb = xp[t] + (size_t)b * BE;
+                __m512 p = _mm512_mul_ps(q[0], _mm512_loadu_ps(xb));
+                for (int k = 1; k < E; k++) p = _mm512_fmadd_ps(q[k], _mm512_loadu_ps(xb + 16 * k), p);
+                acc[t] = _mm512_fmadd_ps(p, sv, acc[t]);
+                acc[t] = _mm512_fmadd_ps(bv, _mm512_loadu_ps(xs[t] + b * 16), acc[t]);
+            }
+        }
+        for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = hsum16(acc[t]);
+    }
+}
+
+/* Instantiate one kernel per (kind, NT) so the inner loops unroll with constants. */
+#define DENSE_FN(name, DT) \
+    static void name(const sd_mm_args *a, int r0, int r1) { \
+        int t = 0; \
+        for (; t + 4 <= a->T; t += 4) dense_rows(a, r0, r1, t, 4, DT); \
+        switch (a->T - t) { \
+        case 3: dense_rows(a, r0, r1, t, 3, DT); break; \
+        case 2: dense_rows(a, r0, r1, t, 2, DT); break; \
+        case 1: dense_rows(a, r0, r1, t, 1, DT); break; \
+        default: break; } }
+#define QUANT_FN(name, BITS, DT) \
+    static void name(const sd_mm_args *a, int r0, int r1) { \
+        int t = 0; \
+        for (; t + 4 <= a->T; t += 4) quant_rows(a, r0, r1, t, 4, BITS, DT); \
+        switch (a->T - t) { \
+        case 3: quant_rows(a, r0, r1, t, 3, BITS, DT); break; \
+        case 2: quant_rows(a, r0, r1, t, 2, BITS, DT); break; \
+        case 1: quant_rows(a, r0, r1, t, 1, BITS, DT); break; \
+        default: break; } }
+
+DENSE_FN(mm_f32, SPECDEC_DTYPE_F32)
+DENSE_FN(mm_f16, SPECDEC_DTYPE_F16)
+DENSE_FN(mm_bf16, SPECDEC_DTYPE_BF16)
+QUANT_FN(mm_q4_f32, 4, SPECDEC_DTYPE_F32)
+QUANT_FN(mm_q4_f16, 4, SPECDEC_DTYPE_F16)
+QUANT_FN(mm_q4_bf16, 4, SPECDEC_DTYPE_BF16)
+QUANT_FN(mm_q8_f32, 8, SPECDEC_DTYPE_F32)
+QUANT_FN(mm_q8_f16, 8, SPECDEC_DTYPE_F16)
+QUANT_FN(mm_q8_bf16, 8, SPECDEC_DTYPE_BF16)
+
+static void mm_rows(const sd_mm_args *a, int r0, int r1) {
+    const sd_mat *W = a->W;
+    int d = W->dtype == SPECDEC_DTYPE_F16 ? 1 : W->dtype == SPECDEC_DTYPE_BF16 ? 2 : 0;
+    static void (*const dense[3])(const sd_mm_args *, int, int) = {mm_f32, mm_f16, mm_bf16};
+    static void (*const q4[3])(const sd_mm_args *, int, int) = {mm_q4_f32, mm_q4_f16, mm_q4_bf16};
+    static void (*const q8[3])(const sd_mm_args *, int, int) = {mm_q8_f32, mm_q8_f16, mm_q8_bf16};
+    if (W->bits == 4) q4[d](a, r0, r1);
+    else if (W->bits == 8) q8[d](a, r0, r1);
+    else dense[d](a, r0, r1);
+}
+
+/* ---- rmsnorm: sum of squares over 16-wide chunks into 2 accumulators (chunk % 2) ---- */
+static void rmsnorm_row(float *out, const float *x, const float *w, int n, float eps) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int nch = (n + 15) / 16;
+    for (int c = 0; c < nch; c++) {
+        int rem = n - c * 16;
+        __mmask16 m = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + c * 16);
+        if (c & 1) s1 = _mm512_fmadd_ps(v, v, s1);
+        else s0 = _mm512_fmadd_ps(v, v, s0);
+    }
+    float ss = hsum16(_mm512_add_ps(s0, s1));
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    __m512 vi = _mm512_set1_ps(inv);
+    for (int c = 0; c < nch; c++) {
+        int rem = n - c * 16;
+        __mmask16 m = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
+        __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + c * 16), vi),
+                                 _mm512_maskz_loadu_ps(m, w + c * 16));
+        _mm512_mask_storeu_ps(out + c * 16, m, v);
+    }
+}
+
+/* ---- attention for one (query, head) ---- */
+SD_AINLINE __m512 load_kv(sd_kv_dtype_e dt, const void *base, size_t e, __mmask16 m) {
+    if (dt == SD_KV_BF16) return load16(SPECDEC_DTYPE_BF16, (const uint16_t *)base + e, m);
+    if (dt == SD_KV_F16) return load16(SPECDEC_DTYPE_F16, (const uint16_t *)base + e, m);
+    return load16(SPECDEC_DTYPE_F32, (const float *)base + e, m);
+}
+
+#define HD_CH 8 /* 16-wide chunks of the output held in registers at once (128 dims) */
+
+static void attn_one(const float *q, const void *k, const void *v, size_t stride, int hd,
+                     sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
+    int nch = (hd + 15) / 16;
+    /* scores: dot over hd, chunk c into accumulator c % 2, then the fixed tree */
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        __m512 d0 = _mm512_setzero_ps(), d1 = _mm512_setzero_ps();
+        for (int c = 0; c < nch; c++) {
+            int rem = hd - c * 16;
+            __mmask16 m = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
+            __m512 kv = load_kv(dt, k, (size_t)j * stride + c * 16, m);
+            __m512 qv = _mm512_maskz_loadu_ps(m, q + c * 16);
+            if (c & 1) d1 = _mm512_fmadd_ps(qv, kv, d1);
+            else d0 = _mm512_fmadd_ps(qv, kv, d0);
+        }
+        float s = hsum16(_mm512_add_ps(d0, d1)) * scale;
+        sc[j] = s;
+        if (s > mx) mx = s;
+    }
+    /* softmax weights in key order */
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float e = expf(sc[j] - mx);
+        sc[j] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    /* out = sum_j p_j v_j in key order, HD_CH chunks at a time */
+    for (int c0 = 0; c0 < nch; c0 += HD_CH) {
+        int cn = nch - c0 < HD_CH ? nch - c0 : HD_CH;
+        __m512 acc[HD_CH];
+        __mmask16 mk[HD_CH];
+        for (int c = 0; c < cn; c++) {
+            int rem = hd - (c0 + c) * 16;
+            mk[c] = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
+            acc[c] = _mm512_setzero_ps();
+        }
+        for (int j = 0; j < n; j++) {
+            __m512 pj = _mm512_set1_ps(sc[j]);
+            for (int c = 0; c < cn; c++)
+                acc[c] = _mm512_fmadd_ps(pj, load_kv(dt, v, (size_t)j * stride + (c0 + c) * 16, mk[c]), acc[c]);
+        }
+        __m512 vi = _mm512_set1_ps(inv);
+        for (int c = 0; c < cn; c++) _mm512_mask_storeu_ps(out + (c0 + c) * 16, mk[c], _mm512_mul_ps(acc[c], vi));
+    }
+}
+
+static const sd_isa isa = {
+    .name = "avx512",
+    .lanes = 16,
+    .mm_rows = mm_rows,
+    .rmsnorm_row = rmsnorm_row,
+    .attn_one = attn_one,
+};
+
+const sd_isa *sd_isa_avx512(void) { return &isa; }

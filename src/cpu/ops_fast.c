@@ -1,0 +1,295 @@
+/* ops_fast.c: the fast operator set. Picks a SIMD level at run time (avx512 > avx2 > neon >
+ * portable C), prepares the permuted activations for quantized matmul (layout in
+ * ops_internal.h), and splits work over the pool:
+ *   matmul    by output rows (each y[t][r] is computed whole by one thread),
+ *   attention by (query, head) pairs (each output head computed whole by one thread),
+ * so no result depends on the pool size. rmsnorm, rope and silu_mul run on the caller.
+ * Also holds the portable kernels (the "portable" level) and the debug invariance breaker. */
+#include "cpu/ops.h"
+#include "cpu/ops_internal.h"
+#include "util/dtype.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* sd_ops_debug_break_invariance: a process-wide flag, off by default. When on, the fast
+ * matmul flips the last mantissa bit of y[0][0] whenever T > 1, so a block-vs-chain
+ * exactness probe must fail. Set it only while no matmul is running. */
+int sd_ops_dbg_break = 0;
+void sd_ops_debug_break_invariance(int on) { sd_ops_dbg_break = on ? 1 : 0; }
+
+/* ---------------------------------------------------------------- portable kernels */
+/* Dense or quantized rows in plain C: dequantize a chunk of 256 columns once, apply it to
+ * up to 8 tokens; column j goes to accumulator j % 8 of its token; fixed tree at the end. */
+#define P_CH 256
+#define P_NT 8
+static void p_mm_rows(const sd_mm_args *a, int r0, int r1) {
+    const sd_mat *W = a->W;
+    const int cols = W->cols;
+    float wbuf[P_CH];
+    for (int t0 = 0; t0 < a->T; t0 += P_NT) {
+        int nt = a->T - t0 < P_NT ? a->T - t0 : P_NT;
+        for (int r = r0; r < r1; r++) {
+            float acc[P_NT][8];
+            memset(acc, 0, sizeof acc);
+            for (int j0 = 0; j0 < cols; j0 += P_CH) {
+                int n = cols - j0 < P_CH ? cols - j0 : P_CH;
+                if (W->bits == 0) {
+                    size_t es = sd_dtype_size(W->dtype);
+                    sd_to_f32(W->dtype, (const char *)W->w + ((size_t)r * cols + j0) * es, wbuf, (size_t)n);
+                } else {
+                    const int per = 32 / W->bits, g = W->group;
+                    const uint32_t mask = (1u << W->bits) - 1u;
+                    const uint32_t *wr = (const uint32_t *)W->w + (size_t)r * (cols / per);
+                    const size_t gr = (size_t)r * (cols / g);
+                    for (int i = 0; i < n; i++) {
+                        int j = j0 + i;
+                        uint32_t qv = (wr[j / per] >> (W->bits * (j % per))) & mask;
+                        float s = sd_ref_elem_f32(W->dtype, W->scales, gr + j / g);
+                        float b = sd_ref_elem_f32(W->dtype, W->biases, gr + j / g);
+                        wbuf[i] = s * (float)qv + b;
+                    }
+                }
+                for (int t = 0; t < nt; t++) {
+                    const float *xr = a->x + (size_t)(t0 + t) * a->ldx + j0;
+                    for (int i = 0; i < n; i++) acc[t][(j0 + i) & 7] += wbuf[i] * xr[i];
+                }
+            }
+            for (int t = 0; t < nt; t++) {
+                float *c = acc[t];
+                a->y[(size_t)(t0 + t) * a->ldy + r] = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
+            }
+        }
+    }
+}
+
+static void p_rmsnorm_row(float *out, const float *x, const float *w, int n, float eps) {
+    float s[8] = {0};
+    for (int i = 0; i < n; i++) s[i & 7] += x[i] * x[i];
+    float ss = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) out[i] = x[i] * inv * w[i];
+}
+
+static float kv_f32(sd_kv_dtype_e dt, const void *c, size_t i) {
+    if (dt == SD_KV_BF16) return sd_bf16_to_f32(((const uint16_t *)c)[i]);
+    if (dt == SD_KV_F16) return sd_f16_to_f32(((const uint16_t *)c)[i]);
+    return ((const float *)c)[i];
+}
+
+static void p_attn_one(const float *q, const void *k, const void *v, size_t stride, int hd,
+                       sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        float d[4] = {0};
+        for (int i = 0; i < hd; i++) d[i & 3] += q[i] * kv_f32(dt, k, (size_t)j * stride + i);
+        float s = ((d[0] + d[1]) + (d[2] + d[3])) * scale;
+        sc[j] = s;
+        if (s > mx) mx = s;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) { sc[j] = expf(sc[j] - mx); sum += sc[j]; }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < hd; i++) out[i] = 0.0f;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < hd; i++) out[i] += sc[j] * kv_f32(dt, v, (size_t)j * stride + i);
+    for (int i = 0; i < hd; i++) out[i] *= inv;
+}
+
+static const sd_isa portable_isa = {
+    .name = "scalar", .lanes = 0, .mm_rows = p_mm_rows, .rmsnorm_row = p_rmsnorm_row, .attn_one = p_attn_one,
+};
+const sd_isa *sd_isa_portable(void) { return &portable_isa; }
+
+#if !(defined(__x86_64__) || defined(_M_X64))
+const sd_isa *sd_isa_avx512(void) { return NULL; }
+const sd_isa *sd_isa_avx2(void) { return NULL; }
+#endif
+#if !(defined(__aarch64__) || defined(_M_ARM64))
+const sd_isa *sd_isa_neon(void) { return NULL; }
+#endif
+
+/* ---------------------------------------------------------------- matmul dispatch */
+/* Per-thread scratch for the permuted activations; grows, never shrinks. */
+static _Thread_local float *tl_buf;
+static _Thread_local size_t tl_cap;
+
+static float *scratch_floats(size_t n) {
+    if (n > tl_cap) {
+        float *nb = (float *)realloc(tl_buf, n * sizeof(float));
+        if (!nb) return NULL;
+        tl_buf = nb;
+        tl_cap = n;
+    }
+    return tl_buf;
+}
+
+/* xp / xs for one token (layout in ops_internal.h); nb blocks of L words of E elements. */
+static void prep_token(const float *x, int cols, int E, int L, int nb, float *xp, float *xs) {
+    const int BE = L * E;
+    for (int b = 0; b < nb; b++) {
+        for (int l = 0; l < L; l++) {
+            float s = 0.0f;
+            for (int k = 0; k < E; k++) {
+                int j = b * BE + l * E + k;
+                float v = j < cols ? x[j] : 0.0f;
+                xp[b * BE + k * L + l] = v;
+                s += v;
+            }
+            xs[b * L + l] = s;
+        }
+    }
+}
+
+typedef struct mm_job {
+    const sd_isa *isa;
+    sd_mm_args a;
+} mm_job;
+
+static void mm_task(void *arg, int ith, int nth) {
+    mm_job *j = (mm_job *)arg;
+    int rows = j->a.W->rows;
+    /* contiguous row ranges, boundaries on multiples of 8 rows */
+    int r0 = (int)(((long long)rows * ith / nth) & ~7LL);
+    int r1 = ith == nth - 1 ? rows : (int)(((long long)rows * (ith + 1) / nth) & ~7LL);
+    if (r1 > r0) j->isa->mm_rows(&j->a, r0, r1);
+}
+
+static void fast_matmul(const sd_isa *isa, const sd_mat *W, const float *x, int ldx, float *y, int ldy,
+                        int T, sd_pool *p) {
+    if (T <= 0 || W->rows <= 0) return;
+    mm_job j = {.isa = isa, .a = {.W = W, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .T = T}};
+    if (W->bits && isa->lanes) {
+        const int E = 32 / W->bits, L = isa->lanes, nw = W->cols / E, nb = (nw + L - 1) / L;
+        const int ldxp = nb * L * E, ldxs = nb * L;
+        float *buf = scratch_floats((size_t)T * (size_t)(ldxp + ldxs));
+        if (!buf) { /* out of memory: the portable kernel needs no scratch */
+            j.isa = sd_isa_portable();
+        } else {
+            float *xp = buf, *xs = buf + (size_t)T * ldxp;
+            for (int t = 0; t < T; t++)
+                prep_token(x + (size_t)t * ldx, W->cols, E, L, nb, xp + (size_t)t * ldxp, xs + (size_t)t * ldxs);
+            j.a.xp = xp; j.a.ldxp = ldxp; j.a.xs = xs; j.a.ldxs = ldxs;
+        }
+    }
+    /* small matrices are not worth waking the pool (a result never depends on this choice) */
+    double bytes = (double)W->rows * W->cols * (W->bits ? W->bits / 8.0 : (double)sd_dtype_size(W->dtype));
+    if (!p || sd_pool_size(p) == 1 || bytes * T < 32768.0) mm_task(&j, 0, 1);
+    else sd_pool_run(p, mm_task, &j);
+    if (sd_ops_dbg_break && T > 1) {
+        uint32_t u;
+        memcpy(&u, &y[0], 4);
+        u ^= 1u;
+        memcpy(&y[0], &u, 4);
+    }
+}
+
+/* ---------------------------------------------------------------- attention dispatch */
+typedef struct attn_job {
+    const sd_isa *isa;
+    const sd_attn_shape *s;
+    const sd_kv_layer *kv;
+    const float *q;
+    float *out;
+    int T, pos0;
+    float *scratch;
+    size_t sstride;
+} attn_job;
+
+static void attn_task(void *arg, int ith, int nth) {
+    attn_job *j = (attn_job *)arg;
+    const int nh = j->s->n_heads, nkv = j->s->n_kv_heads, hd = j->s->head_dim, grp = nh / nkv;
+    const long long P = (long long)j->T * nh;
+    const long long p0 = P * ith / nth, p1 = P * (ith + 1) / nth;
+    const size_t es = j->s->kv_dtype == SD_KV_F32 ? 4 : 2;
+    const size_t stride = (size_t)nkv * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *sc = j->scratch + (size_t)ith * j->sstride;
+    for (long long pi = p0; pi < p1; pi++) {
+        int t = (int)(pi / nh), h = (int)(pi % nh), kh = h / grp;
+        const char *kb = (const char *)j->kv->k + (size_t)kh * hd * es;
+        const char *vb = (const char *)j->kv->v + (size_t)kh * hd * es;
+        j->isa->attn_one(j->q + (size_t)t * nh * hd + (size_t)h * hd, kb, vb, stride, hd, j->s->kv_dtype,
+                         j->pos0 + t + 1, scale, sc, j->out + (size_t)t * nh * hd + (size_t)h * hd);
+    }
+}
+
+/* scratch: at least sd_attention_scratch_floats(s, T, n_ctx, pool size) floats. */
+static void fast_attention(const sd_isa *isa, const sd_attn_shape *s, const sd_kv_layer *kv, const float *q,
+                           float *out, int T, int pos0, float *scratch, sd_pool *p) {
+    if (T <= 0) return;
+    attn_job j = {isa, s, kv, q, out, T, pos0, scratch, sd_attn_scratch_stride(pos0 + T)};
+    if (!p || sd_pool_size(p) == 1) attn_task(&j, 0, 1);
+    else sd_pool_run(p, attn_task, &j);
+}
+
+/* ---------------------------------------------------------------- element-wise ops */
+static void fast_rope(float *x, int T, int n_heads, int hd, int pos0, const float *cos_t, const float *sin_t) {
+    int half = hd / 2;
+    for (int t = 0; t < T; t++) {
+        const float *c = cos_t + (size_t)(pos0 + t) * half, *s = sin_t + (size_t)(pos0 + t) * half;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)t * n_heads * hd + (size_t)h * hd;
+            for (int i = 0; i < half; i++) {
+                float x1 = v[i], x2 = v[i + half];
+                v[i] = x1 * c[i] - x2 * s[i];
+                v[i + half] = x2 * c[i] + x1 * s[i];
+            }
+        }
+    }
+}
+
+static void fast_silu_mul(float *g, const float *u, int n, int T) {
+    for (size_t i = 0; i < (size_t)n * T; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* ---------------------------------------------------------------- op sets per level */
+#define LEVEL_OPS(L, ISAFN) \
+    static void mm_##L(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T, sd_pool *p) { \
+        fast_matmul(ISAFN(), W, x, ldx, y, ldy, T, p); } \
+    static void rms_##L(float *out, const float *x, const float *w, int n, int T, float eps) { \
+        const sd_isa *is = ISAFN(); \
+        for (int t = 0; t < T; t++) is->rmsnorm_row(out + (size_t)t * n, x + (size_t)t * n, w, n, eps); } \
+    static void attn_##L(const sd_attn_shape *s, const sd_kv_layer *kv, const float *q, float *out, int T, \
+                         int pos0, float *scratch, sd_pool *p) { \
+        fast_attention(ISAFN(), s, kv, q, out, T, pos0, scratch, p); } \
+    static const sd_ops ops_##L = {#L, mm_##L, rms_##L, fast_rope, fast_silu_mul, attn_##L};
+
+LEVEL_OPS(avx512, sd_isa_avx512)
+LEVEL_OPS(avx2, sd_isa_avx2)
+LEVEL_OPS(neon, sd_isa_neon)
+LEVEL_OPS(scalar, sd_isa_portable)
+
+static int level_supported(const char *level) {
+    if (strcmp(level, "scalar") == 0 || strcmp(level, "portable") == 0) return 1;
+#if defined(__x86_64__) || defined(_M_X64)
+    if (strcmp(level, "avx512") == 0)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
+    if (strcmp(level, "avx2") == 0)
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#endif
+#if defined(__aarch64__) || defined(_M_ARM64)
+    if (strcmp(level, "neon") == 0) return 1;
+#endif
+    return 0;
+}
+
+const sd_ops *sd_ops_fast_level(const char *level) {
+    if (!level_supported(level)) return NULL;
+    if (strcmp(level, "avx512") == 0) return &ops_avx512;
+    if (strcmp(level, "avx2") == 0) return &ops_avx2;
+    if (strcmp(level, "neon") == 0) return &ops_neon;
+    return &ops_scalar;
+}
+
+const sd_ops *sd_ops_fast(void) {
+    static const char *const order[] = {"avx512", "avx2", "neon", "scalar"};
+    for (int i = 0; i < 4; i++) {
+        const sd_ops *o = sd_ops_fast_level(order[i]);
+        if (o) return o;
+    }
+    return &ops_scalar;
+}
+
+const char *sd_simd_name(void) { return sd_ops_fast()->name; }

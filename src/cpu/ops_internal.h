@@ -1,0 +1,61 @@
+/* ops_internal.h: what the fast dispatcher (ops_fast.c) and the per-ISA kernel files
+ * (ops_avx512.c, ops_avx2.c, ops_neon.c) share. Not a public interface.
+ *
+ * Quantized matmul layout trick. A kernel with L lanes of u32 loads one "block" of L packed
+ * words (L*E elements, E = 32/bits elements per word). Lane l then holds elements
+ * l*E .. l*E+E-1 of the block; shifting by bits*k and masking gives element l*E+k in lane l.
+ * So the activations are permuted once per call to match:
+ *   xp[b*L*E + k*L + l] = x[b*L*E + l*E + k]        (zero padded to whole blocks)
+ *   xs[b*L + l]         = sum_k x[b*L*E + l*E + k]  (k ascending; the per-word sum of x)
+ * and a row's value is sum over blocks of  (sum_k q_k * xp_k) * scale_lane + bias_lane * xs,
+ * i.e. scale*q + bias folded per group without a horizontal sum per group. The permutation
+ * and the order of every sum depend only on cols (and L), never on T or the thread split. */
+#ifndef SD_OPS_INTERNAL_H
+#define SD_OPS_INTERNAL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "cpu/ops.h"
+
+/* Scratch floats one attention thread uses for a context of n keys (scores, 16-aligned). */
+static inline size_t sd_attn_scratch_stride(int n) { return ((size_t)(n > 0 ? n : 1) + 15u) / 16u * 16u + 16u; }
+
+float sd_ref_elem_f32(specdec_dtype dt, const void *p, size_t e);
+
+/* One matmul call as the kernels see it. */
+typedef struct sd_mm_args {
+    const sd_mat *W;
+    const float *x;  int ldx;   /* (T, ldx) raw activations (dense kernels) */
+    const float *xp; int ldxp;  /* (T, ldxp) permuted activations (quantized kernels) */
+    const float *xs; int ldxs;  /* (T, ldxs) per-word sums of x (quantized kernels) */
+    float *y;        int ldy;   /* (T, ldy) */
+    int T;
+} sd_mm_args;
+
+/* A SIMD level's kernels. mm_rows computes y[t][r] for all t < T and r0 <= r < r1; the
+ * arithmetic for one (t, r) is the same whatever r0, r1 and T. */
+typedef struct sd_isa {
+    const char *name;
+    int lanes;   /* L above: u32 lanes per quantized block */
+    void (*mm_rows)(const sd_mm_args *a, int r0, int r1);
+    /* rmsnorm of one row of n */
+    void (*rmsnorm_row)(float *out, const float *x, const float *w, int n, float eps);
+    /* one (query, head): scores over n keys, softmax, weighted sum of V -> out[hd].
+     * k, v point at key 0 of this kv head; consecutive keys are `stride` elements apart. */
+    void (*attn_one)(const float *q, const void *k, const void *v, size_t stride, int hd,
+                     sd_kv_dtype_e dt, int n, float scale, float *scores, float *out);
+} sd_isa;
+
+/* Kernel sets; NULL when not compiled for this target. */
+const sd_isa *sd_isa_avx512(void);
+const sd_isa *sd_isa_avx2(void);
+const sd_isa *sd_isa_neon(void);
+const sd_isa *sd_isa_portable(void);
+
+/* Fast ops for an explicit level ("avx512", "avx2", "neon", "portable"); NULL when this CPU
+ * or build cannot run it. Tests use this to check every level the machine supports. */
+const sd_ops *sd_ops_fast_level(const char *level);
+
+/* The debug switch of sd_ops_debug_break_invariance (read by the dispatcher). */
+extern int sd_ops_dbg_break;
+
+#endif
