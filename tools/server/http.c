@@ -19,6 +19,7 @@ typedef struct conn_state {
     bool is_post;
     srv_buf body;
     bool too_big;
+    uint64_t discarded;       /* body bytes thrown away past the cap */
     srv_job *job;             /* our reference while the handler waits on it */
 } conn_state;
 
@@ -291,18 +292,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size) {
-        if (cs->body.len + *upload_size > s->max_body) {
+        /* MHD cannot answer in the middle of an upload: past the cap we discard what arrives
+         * and answer 413 at its end, or drop the connection if the client keeps sending. */
+        if (cs->too_big || cs->body.len + *upload_size > s->max_body) {
             cs->too_big = true;
+            cs->discarded += *upload_size;
             *upload_size = 0;
-            char msg[128];
-            snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->max_body);
-            return fail(s, c, cs->endpoint, 413, "invalid_request_error", "body_too_large", msg);
+            return cs->discarded > 4 * (uint64_t)s->max_body + (1u << 20) ? MHD_NO : MHD_YES;
         }
         if (!srv_buf_add(&cs->body, upload, *upload_size)) return MHD_NO;
         *upload_size = 0;
         return MHD_YES;
     }
-    if (cs->too_big) return MHD_NO;
+    if (cs->too_big) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->max_body);
+        return fail(s, c, cs->endpoint, 413, "invalid_request_error", "body_too_large", msg);
+    }
     switch (cs->endpoint) {
     case SRV_EP_HEALTH: return get_health(s, c);
     case SRV_EP_METRICS: return get_metrics(s, c);
@@ -341,12 +347,12 @@ struct MHD_Daemon *srv_http_start(srv_server *s, const char *host, int port, cha
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, s,
+        MHD_OPTION_EXTERNAL_LOGGER, on_log, s,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(64 + s->queue_cap),
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)15,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_EXTERNAL_LOGGER, on_log, s,
         MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d) snprintf(why, why_len, "cannot listen on %s:%d (port in use or no permission)", host, port);
