@@ -33,8 +33,9 @@ def get_batch(tokens, B, T, gen):
     return w[:, :-1], w[:, 1:]
 
 
-@torch.no_grad()
 def heldout_loss(model_fn, eval_x, eval_y, B):
+    """Mean held-out loss. Runs the SAME compiled graph as training (grad mode on, same batch
+    shape, no eval() toggle) so it costs no second compile; the autograd graph is dropped."""
     tot, n = 0.0, 0
     for i in range(0, eval_x.shape[0], B):
         x, y = eval_x[i:i + B], eval_y[i:i + B]
@@ -42,8 +43,9 @@ def heldout_loss(model_fn, eval_x, eval_y, B):
             break
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model_fn(x, y)
-        tot += float(loss) * x.shape[0]
+        tot += float(loss.detach()) * x.shape[0]
         n += x.shape[0]
+        del loss
     return tot / max(1, n)
 
 
@@ -126,9 +128,7 @@ def main():
     def do_eval():
         nonlocal eval_time
         t0 = time.time()
-        model.eval()
         hl = heldout_loss(fwd, eval_x, eval_y, B)
-        model.train()
         eval_time = time.time() - t0
         return hl
 
@@ -192,14 +192,15 @@ def main():
             hl = do_eval()
             print("[target] step %d held-out loss %.4f" % (step, hl), flush=True)
             append_jsonl(log_path, {"step": step, "t": time.time() - t_start, "heldout_loss": hl})
-        if total is None and time.time() - t_start > train_seconds:  # calibration never reached
+        if total is None and time.time() - t_start > train_seconds + 300:  # safety: calibration never reached
             total = step
     train_time = time.time() - t_start
     hl = do_eval()
     meta = {"steps": step, "train_seconds": train_time, "final_heldout_loss": hl, "batch": B, "seq": T,
             "tokens_seen": step * B * T, "train_tokens": train.numel(), "epochs": step * B * T / train.numel(),
             "lr": a.lr, "warmup": warmup, "min_lr_frac": a.min_lr_frac, "wd": a.wd, "seed": a.seed,
-            "params": n_params, "compiled": compiled_ok, "smoke": S}
+            "params": n_params, "compiled": compiled_ok, "smoke": S,
+            "max_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30}
     print("[target] done: %s" % json.dumps(meta), flush=True)
     sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     torch.save({"cfg": cfg_dict(cfg), "model": sd, "meta": meta}, os.path.join(a.work, "target.pt"))
