@@ -72,11 +72,13 @@ SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
                 for (int t = 0; t < NT; t++)
                     acc[t][u] = _mm256_fmadd_ps(w, _mm256_loadu_ps(xt[t] + (c + u) * 8), acc[t][u]);
             }
-        for (int u = 0; c < nch; c++, u++) {
-            int full = c < nfull;
-            __m256 w = full ? load8(dt, wr + (size_t)c * 8 * es) : load8_part(dt, wr + (size_t)c * 8 * es, cols - c * 8);
+        for (int u = 0; u < 4; u++) { /* tail chunks c = 4*nfull4 + u */
+            int cc = c + u;
+            if (cc >= nch) break;
+            int full = cc < nfull;
+            __m256 w = full ? load8(dt, wr + (size_t)cc * 8 * es) : load8_part(dt, wr + (size_t)cc * 8 * es, cols - cc * 8);
             for (int t = 0; t < NT; t++) {
-                __m256 xv = full ? _mm256_loadu_ps(xt[t] + c * 8) : loadx_part(xt[t] + c * 8, cols - c * 8);
+                __m256 xv = full ? _mm256_loadu_ps(xt[t] + cc * 8) : loadx_part(xt[t] + cc * 8, cols - cc * 8);
                 acc[t][u] = _mm256_fmadd_ps(w, xv, acc[t][u]);
             }
         }
@@ -110,11 +112,21 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
         xp[t] = a->xp + (size_t)(t0 + t) * a->ldxp;
         xs[t] = a->xs + (size_t)(t0 + t) * a->ldxs;
     }
+    int lg = 0;
+    while ((1 << lg) < g) lg++;
     for (int r = r0; r < r1; r++) {
         const uint32_t *wr = (const uint32_t *)W->w + (size_t)r * nw;
         const size_t gr = (size_t)r * ng;
-        __m256 acc[NT_MAX];
-        for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+        __m256 acc[NT_MAX], bacc[NT_MAX];
+        for (int t = 0; t < NT; t++) { acc[t] = _mm256_setzero_ps(); bacc[t] = _mm256_setzero_ps(); }
+        /* bias term: 8 groups at a time against the group sums of x (zero padded) */
+        for (int gs = 0; gs < ng; gs += 8) {
+            float bb[8] = {0};
+            int n8 = ng - gs < 8 ? ng - gs : 8;
+            for (int i = 0; i < n8; i++) bb[i] = elem_f32(dt, W->biases, gr + gs + i);
+            __m256 B = _mm256_loadu_ps(bb);
+            for (int t = 0; t < NT; t++) bacc[t] = _mm256_fmadd_ps(B, _mm256_loadu_ps(xs[t] + gs), bacc[t]);
+        }
         for (int b = 0; b < nb; b++) {
             int remw = nw - b * 8;
             __m256i wv;
@@ -124,10 +136,9 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
                 memcpy(tmp, wr + b * 8, (size_t)remw * 4);
                 wv = _mm256_loadu_si256((const __m256i *)tmp);
             }
-            size_t g0 = (size_t)b * BE / g;
+            size_t g0 = ((size_t)b * BE) >> lg;
             int ngv = spans ? (int)((ng - g0) < (size_t)(BE / g) ? (ng - g0) : (size_t)(BE / g)) : 1;
             __m256 sv = group_vec(dt, W->scales, gr + g0, ngv, idx, spans);
-            __m256 bv = group_vec(dt, W->biases, gr + g0, ngv, idx, spans);
             __m256 q[8];
             for (int k = 0; k < E; k++)
                 q[k] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(wv, bits * k), msk));
@@ -136,10 +147,9 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
                 __m256 p = _mm256_mul_ps(q[0], _mm256_loadu_ps(xb));
                 for (int k = 1; k < E; k++) p = _mm256_fmadd_ps(q[k], _mm256_loadu_ps(xb + 8 * k), p);
                 acc[t] = _mm256_fmadd_ps(p, sv, acc[t]);
-                acc[t] = _mm256_fmadd_ps(bv, _mm256_loadu_ps(xs[t] + b * 8), acc[t]);
             }
         }
-        for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = hsum8(acc[t]);
+        for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = hsum8(_mm256_add_ps(acc[t], bacc[t]));
     }
 }
 
@@ -240,8 +250,8 @@ static void attn_one(const float *q, const void *k, const void *v, size_t stride
         for (int c = 0; c < cn; c++) acc[c] = _mm256_setzero_ps();
         for (int j = 0; j < n; j++) {
             __m256 pj = _mm256_set1_ps(sc[j]);
-            for (int c = 0; c < cn; c++)
-                acc[c] = _mm256_fmadd_ps(pj, kv8(dt, v, (size_t)j * stride + (c0 + c) * 8, hd - (c0 + c) * 8), acc[c]);
+            for (int c = 0; c < HD_CH; c++)
+                if (c < cn) acc[c] = _mm256_fmadd_ps(pj, kv8(dt, v, (size_t)j * stride + (c0 + c) * 8, hd - (c0 + c) * 8), acc[c]);
         }
         __m256 vi = _mm256_set1_ps(inv);
         for (int c = 0; c < cn; c++) {

@@ -67,12 +67,14 @@ SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
                     acc[t][u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xt[t] + (c + u) * 16), acc[t][u]);
             }
         }
-        for (int u = 0; c < nch; c++, u++) {
-            int rem = cols - c * 16;
+        for (int u = 0; u < 4; u++) { /* tail chunks c = 4*nfull4 + u, u a constant after unrolling */
+            int cc = c + u;
+            if (cc >= nch) break;
+            int rem = cols - cc * 16;
             __mmask16 m = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
-            __m512 w = load16(dt, wr + (size_t)c * 16 * es, m);
+            __m512 w = load16(dt, wr + (size_t)cc * 16 * es, m);
             for (int t = 0; t < NT; t++)
-                acc[t][u] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, xt[t] + c * 16), acc[t][u]);
+                acc[t][u] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, xt[t] + cc * 16), acc[t][u]);
         }
         for (int t = 0; t < NT; t++) {
             __m512 s = _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3]));
@@ -81,20 +83,16 @@ SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
     }
 }
 
-/* ---- quantized rows (see ops_internal.h for the xp / xs layout), L = 16 ---- */
-/* Scale (or bias) per lane for the block whose first group is g0: lane l covers the word l,
- * i.e. group g0 + l*E/g when a block spans several groups (idx), else group g0. */
-SD_AINLINE __m512 group_vec(specdec_dtype dt, const void *base, size_t g0, int ngv, __m512i idx, int spans) {
-    if (!spans) return _mm512_set1_ps(elem_f32(dt, base, g0));
-    __mmask16 m = (__mmask16)((1u << ngv) - 1u);
-    __m512 v;
-    if (dt == SPECDEC_DTYPE_F32) v = _mm512_maskz_loadu_ps(m, (const float *)base + g0);
-    else {
-        __m256i h = _mm256_zextsi128_si256(_mm_maskz_loadu_epi16((__mmask8)m, (const uint16_t *)base + g0));
-        if (dt == SPECDEC_DTYPE_BF16) v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-        else v = _mm512_cvtph_ps(h);
-    }
-    return _mm512_permutexvar_ps(idx, v);
+/* ---- quantized rows (see ops_internal.h for the xp / xs layout), L = 16 ----
+ * A row is walked in super-blocks of 16 groups: their 16 scales and 16 biases are loaded and
+ * converted once (one vector each); the bias term is one FMA against the 16 group sums of x;
+ * each block inside picks its per-lane scales with one permute from a table of lane->group
+ * indices that depends only on (bits, group). */
+SD_AINLINE __m512 load_groups16(specdec_dtype dt, const void *base, size_t g0, __mmask16 m) {
+    if (dt == SPECDEC_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)base + g0);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)base + g0);
+    if (dt == SPECDEC_DTYPE_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
 }
 
 SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const int NT, const int bits,
@@ -102,10 +100,10 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
     const sd_mat *W = a->W;
     const int E = 32 / bits, BE = 16 * E, cols = W->cols, g = W->group;
     const int nw = cols / E, nb = (nw + 15) / 16, ng = cols / g;
-    const int spans = BE > g;              /* a block covers several groups */
-    int32_t idxa[16];
-    for (int l = 0; l < 16; l++) idxa[l] = spans ? (l * E) / g : 0;
-    const __m512i idx = _mm512_loadu_si512(idxa);
+    const int bps = 16 * g / BE;           /* blocks per super-block of 16 groups: 2..32 */
+    int32_t idxt[32][16];                  /* lane -> group within the super-block, per block */
+    for (int pb = 0; pb < bps; pb++)
+        for (int l = 0; l < 16; l++) idxt[pb][l] = (pb * BE + l * E) / g;
     const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i m8 = _mm512_set1_epi32(0xFF);
     const float *xp[NT_MAX], *xs[NT_MAX];
@@ -113,71 +111,95 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
         xp[t] = a->xp + (size_t)(t0 + t) * a->ldxp;
         xs[t] = a->xs + (size_t)(t0 + t) * a->ldxs;
     }
-    for (int r = r0; r < r1; r++) {
-        const uint32_t *wr = (const uint32_t *)W->w + (size_t)r * nw;
-        const size_t gr = (size_t)r * ng;
-        __m512 acc[NT_MAX];
-        for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            int remw = nw - b * 16;
-            __mmask16 m = remw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remw) - 1u);
-            __m512i wv = _mm512_maskz_loadu_epi32(m, wr + b * 16);
-            _mm_prefetch((const char *)(wr + b * 16 + 256), _MM_HINT_T0);
-            size_t g0 = (size_t)b * BE / g;
-            int ngv = spans ? (int)((ng - g0) < (size_t)(BE / g) ? (ng - g0) : (size_t)(BE / g)) : 1;
-            __m512 sv = group_vec(dt, W->scales, gr + g0, ngv, idx, spans);
-            __m512 bv = group_vec(dt, W->biases, gr + g0, ngv, idx, spans);
-            __m512 q[8];
-            if (bits == 4) {
-                q[0] = _mm512_permutexvar_ps(wv, iota);
-                for (int k = 1; k < 8; k++) q[k] = _mm512_permutexvar_ps(_mm512_srli_epi32(wv, 4 * k), iota);
-            } else {
-                q[0] = _mm512_cvtepi32_ps(_mm512_and_si512(wv, m8));
-                q[1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 8), m8));
-                q[2] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 16), m8));
-                q[3] = _mm512_cvtepi32_ps(_mm512_srli_epi32(wv, 24));
-            }
-            for (int t = 0; t < NT; t++) {
-                const float *xb = xp[t] + (size_t)b * BE;
-                __m512 p = _mm512_mul_ps(q[0], _mm512_loadu_ps(xb));
-                for (int k = 1; k < E; k++) p = _mm512_fmadd_ps(q[k], _mm512_loadu_ps(xb + 16 * k), p);
-                acc[t] = _mm512_fmadd_ps(p, sv, acc[t]);
-                acc[t] = _mm512_fmadd_ps(bv, _mm512_loadu_ps(xs[t] + b * 16), acc[t]);
+    /* Tiles of RT rows x one super-block of columns, so the NT tokens' activations for that
+     * super-block stay in L1 while RT rows use them. Each (row, token) keeps its accumulators
+     * in st_* between super-blocks: its arithmetic sequence is unchanged by the tiling. */
+    enum { RT = 8 };
+    __m512 st_acc[RT][NT_MAX], st_bacc[RT][NT_MAX];
+    for (int rt = r0; rt < r1; rt += RT) {
+        const int nr = r1 - rt < RT ? r1 - rt : RT;
+        for (int i = 0; i < nr; i++)
+            for (int t = 0; t < NT; t++) { st_acc[i][t] = _mm512_setzero_ps(); st_bacc[i][t] = _mm512_setzero_ps(); }
+        for (int gs = 0, b0 = 0; gs < ng; gs += 16, b0 += bps) {
+            const int ngs = ng - gs < 16 ? ng - gs : 16;
+            const __mmask16 gm = (__mmask16)(ngs == 16 ? 0xFFFFu : (1u << ngs) - 1u);
+            const int b1 = b0 + bps < nb ? b0 + bps : nb;
+            for (int i = 0; i < nr; i++) {
+                const int r = rt + i;
+                const uint32_t *wr = (const uint32_t *)W->w + (size_t)r * nw;
+                const size_t gr = (size_t)r * ng;
+                __m512 acc[NT_MAX], bacc[NT_MAX];
+                for (int t = 0; t < NT; t++) { acc[t] = st_acc[i][t]; bacc[t] = st_bacc[i][t]; }
+                __m512 S = load_groups16(dt, W->scales, gr + gs, gm);
+                __m512 B = load_groups16(dt, W->biases, gr + gs, gm);
+                for (int t = 0; t < NT; t++) bacc[t] = _mm512_fmadd_ps(B, _mm512_loadu_ps(xs[t] + gs), bacc[t]);
+                for (int b = b0; b < b1; b++) {
+                    int remw = nw - b * 16;
+                    __mmask16 m = remw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remw) - 1u);
+                    __m512i wv = _mm512_maskz_loadu_epi32(m, wr + b * 16);
+                    __m512 sv = _mm512_permutexvar_ps(_mm512_loadu_si512(idxt[b - b0]), S);
+                    __m512 q[8];
+                    if (bits == 4) {
+                        q[0] = _mm512_permutexvar_ps(wv, iota);
+                        for (int k = 1; k < 8; k++) q[k] = _mm512_permutexvar_ps(_mm512_srli_epi32(wv, 4 * k), iota);
+                    } else {
+                        q[0] = _mm512_cvtepi32_ps(_mm512_and_si512(wv, m8));
+                        q[1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 8), m8));
+                        q[2] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 16), m8));
+                        q[3] = _mm512_cvtepi32_ps(_mm512_srli_epi32(wv, 24));
+                    }
+                    for (int t = 0; t < NT; t++) {
+                        const float *xb = xp[t] + (size_t)b * BE;
+                        /* two chains (even / odd k), then one add: shorter latency, fixed order */
+                        __m512 p0 = _mm512_mul_ps(q[0], _mm512_loadu_ps(xb));
+                        __m512 p1 = _mm512_mul_ps(q[1], _mm512_loadu_ps(xb + 16));
+                        for (int k = 2; k < E; k += 2) {
+                            p0 = _mm512_fmadd_ps(q[k], _mm512_loadu_ps(xb + 16 * k), p0);
+                            p1 = _mm512_fmadd_ps(q[k + 1], _mm512_loadu_ps(xb + 16 * (k + 1)), p1);
+                        }
+                        acc[t] = _mm512_fmadd_ps(_mm512_add_ps(p0, p1), sv, acc[t]);
+                    }
+                }
+                for (int t = 0; t < NT; t++) { st_acc[i][t] = acc[t]; st_bacc[i][t] = bacc[t]; }
             }
         }
-        for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = hsum16(acc[t]);
+        for (int i = 0; i < nr; i++)
+            for (int t = 0; t < NT; t++)
+                a->y[(size_t)(t0 + t) * a->ldy + rt + i] = hsum16(_mm512_add_ps(st_acc[i][t], st_bacc[i][t]));
     }
 }
 
-/* Instantiate one kernel per (kind, NT) so the inner loops unroll with constants. */
-#define DENSE_FN(name, DT) \
+/* Instantiate one kernel per (kind, NT) so the inner loops unroll with constants. Rows go in
+ * tiles of 8 with every token tile applied to a row tile before moving on, so a tile's
+ * weights are read from memory once and reused from cache for T > 4. */
+#define TILED_FN(name, CALL) \
     static void name(const sd_mm_args *a, int r0, int r1) { \
-        int t = 0; \
-        for (; t + 4 <= a->T; t += 4) dense_rows(a, r0, r1, t, 4, DT); \
-        switch (a->T - t) { \
-        case 3: dense_rows(a, r0, r1, t, 3, DT); break; \
-        case 2: dense_rows(a, r0, r1, t, 2, DT); break; \
-        case 1: dense_rows(a, r0, r1, t, 1, DT); break; \
-        default: break; } }
-#define QUANT_FN(name, BITS, DT) \
-    static void name(const sd_mm_args *a, int r0, int r1) { \
-        int t = 0; \
-        for (; t + 4 <= a->T; t += 4) quant_rows(a, r0, r1, t, 4, BITS, DT); \
-        switch (a->T - t) { \
-        case 3: quant_rows(a, r0, r1, t, 3, BITS, DT); break; \
-        case 2: quant_rows(a, r0, r1, t, 2, BITS, DT); break; \
-        case 1: quant_rows(a, r0, r1, t, 1, BITS, DT); break; \
-        default: break; } }
-
-DENSE_FN(mm_f32, SPECDEC_DTYPE_F32)
-DENSE_FN(mm_f16, SPECDEC_DTYPE_F16)
-DENSE_FN(mm_bf16, SPECDEC_DTYPE_BF16)
-QUANT_FN(mm_q4_f32, 4, SPECDEC_DTYPE_F32)
-QUANT_FN(mm_q4_f16, 4, SPECDEC_DTYPE_F16)
-QUANT_FN(mm_q4_bf16, 4, SPECDEC_DTYPE_BF16)
-QUANT_FN(mm_q8_f32, 8, SPECDEC_DTYPE_F32)
-QUANT_FN(mm_q8_f16, 8, SPECDEC_DTYPE_F16)
-QUANT_FN(mm_q8_bf16, 8, SPECDEC_DTYPE_BF16)
+        for (int rt = r0; rt < r1; rt += 8) { \
+            int re = r1 - rt < 8 ? r1 : rt + 8, t = 0; \
+            for (; t + 4 <= a->T; t += 4) CALL(a, rt, re, t, 4); \
+            switch (a->T - t) { \
+            case 3: CALL(a, rt, re, t, 3); break; \
+            case 2: CALL(a, rt, re, t, 2); break; \
+            case 1: CALL(a, rt, re, t, 1); break; \
+            default: break; } } }
+#define D_F32(a, r0, r1, t, n) dense_rows(a, r0, r1, t, n, SPECDEC_DTYPE_F32)
+#define D_F16(a, r0, r1, t, n) dense_rows(a, r0, r1, t, n, SPECDEC_DTYPE_F16)
+#define D_BF16(a, r0, r1, t, n) dense_rows(a, r0, r1, t, n, SPECDEC_DTYPE_BF16)
+#define Q4_F32(a, r0, r1, t, n) quant_rows(a, r0, r1, t, n, 4, SPECDEC_DTYPE_F32)
+#define Q4_F16(a, r0, r1, t, n) quant_rows(a, r0, r1, t, n, 4, SPECDEC_DTYPE_F16)
+#define Q4_BF16(a, r0, r1, t, n) quant_rows(a, r0, r1, t, n, 4, SPECDEC_DTYPE_BF16)
+#define Q8_F32(a, r0, r1, t, n) quant_rows(a, r0, r1, t, n, 8, SPECDEC_DTYPE_F32)
+#define Q8_F16(a, r0, r1, t, n) quant_rows(a, r0, r1, t, n, 8, SPECDEC_DTYPE_F16)
+#define Q8_BF16(a, r0, r1, t, n) quant_rows(a, r0, r1, t, n, 8, SPECDEC_DTYPE_BF16)
+TILED_FN(mm_f32, D_F32)
+TILED_FN(mm_f16, D_F16)
+TILED_FN(mm_bf16, D_BF16)
+TILED_FN(mm_q4_f32, Q4_F32)
+TILED_FN(mm_q4_f16, Q4_F16)
+TILED_FN(mm_q4_bf16, Q4_BF16)
+TILED_FN(mm_q8_f32, Q8_F32)
+TILED_FN(mm_q8_f16, Q8_F16)
+TILED_FN(mm_q8_bf16, Q8_BF16)
 
 static void mm_rows(const sd_mm_args *a, int r0, int r1) {
     const sd_mat *W = a->W;
@@ -261,8 +283,9 @@ static void attn_one(const float *q, const void *k, const void *v, size_t stride
         }
         for (int j = 0; j < n; j++) {
             __m512 pj = _mm512_set1_ps(sc[j]);
-            for (int c = 0; c < cn; c++)
-                acc[c] = _mm512_fmadd_ps(pj, load_kv(dt, v, (size_t)j * stride + (c0 + c) * 16, mk[c]), acc[c]);
+            for (int c = 0; c < HD_CH; c++)
+                if (c < cn)
+                    acc[c] = _mm512_fmadd_ps(pj, load_kv(dt, v, (size_t)j * stride + (c0 + c) * 16, mk[c]), acc[c]);
         }
         __m512 vi = _mm512_set1_ps(inv);
         for (int c = 0; c < cn; c++) _mm512_mask_storeu_ps(out + (c0 + c) * 16, mk[c], _mm512_mul_ps(acc[c], vi));

@@ -124,20 +124,22 @@ static float *scratch_floats(size_t n) {
     return tl_buf;
 }
 
-/* xp / xs for one token (layout in ops_internal.h); nb blocks of L words of E elements. */
-static void prep_token(const float *x, int cols, int E, int L, int nb, float *xp, float *xs) {
+/* xp / xs for one token (layout in ops_internal.h); nb blocks of L words of E elements,
+ * ng groups of g. */
+static void prep_token(const float *x, int cols, int E, int L, int nb, int g, int ldxs, float *xp, float *xs) {
     const int BE = L * E;
-    for (int b = 0; b < nb; b++) {
-        for (int l = 0; l < L; l++) {
-            float s = 0.0f;
+    for (int b = 0; b < nb; b++)
+        for (int l = 0; l < L; l++)
             for (int k = 0; k < E; k++) {
                 int j = b * BE + l * E + k;
-                float v = j < cols ? x[j] : 0.0f;
-                xp[b * BE + k * L + l] = v;
-                s += v;
+                xp[b * BE + k * L + l] = j < cols ? x[j] : 0.0f;
             }
-            xs[b * L + l] = s;
-        }
+    int ng = cols / g;
+    for (int gi = 0; gi < ldxs; gi++) {
+        float s = 0.0f;
+        if (gi < ng)
+            for (int j = gi * g; j < gi * g + g; j++) s += x[j];
+        xs[gi] = s;
     }
 }
 
@@ -161,14 +163,14 @@ static void fast_matmul(const sd_isa *isa, const sd_mat *W, const float *x, int 
     mm_job j = {.isa = isa, .a = {.W = W, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .T = T}};
     if (W->bits && isa->lanes) {
         const int E = 32 / W->bits, L = isa->lanes, nw = W->cols / E, nb = (nw + L - 1) / L;
-        const int ldxp = nb * L * E, ldxs = nb * L;
+        const int ldxp = nb * L * E, ldxs = (W->cols / W->group + 15) / 16 * 16;
         float *buf = scratch_floats((size_t)T * (size_t)(ldxp + ldxs));
         if (!buf) { /* out of memory: the portable kernel needs no scratch */
             j.isa = sd_isa_portable();
         } else {
             float *xp = buf, *xs = buf + (size_t)T * ldxp;
             for (int t = 0; t < T; t++)
-                prep_token(x + (size_t)t * ldx, W->cols, E, L, nb, xp + (size_t)t * ldxp, xs + (size_t)t * ldxs);
+                prep_token(x + (size_t)t * ldx, W->cols, E, L, nb, W->group, ldxs, xp + (size_t)t * ldxp, xs + (size_t)t * ldxs);
             j.a.xp = xp; j.a.ldxp = ldxp; j.a.xs = xs; j.a.ldxs = ldxs;
         }
     }
@@ -270,7 +272,7 @@ static int level_supported(const char *level) {
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 #endif
 #if defined(__aarch64__) || defined(_M_ARM64)
-    if (strcmp(level, "neon") == 0) return 1;
+    if (strcmp(level, "neon") == 0) return sd_isa_neon() != NULL; /* NULL until the NEON port lands */
 #endif
     return 0;
 }

@@ -6,10 +6,12 @@
  * l*E .. l*E+E-1 of the block; shifting by bits*k and masking gives element l*E+k in lane l.
  * So the activations are permuted once per call to match:
  *   xp[b*L*E + k*L + l] = x[b*L*E + l*E + k]        (zero padded to whole blocks)
- *   xs[b*L + l]         = sum_k x[b*L*E + l*E + k]  (k ascending; the per-word sum of x)
- * and a row's value is sum over blocks of  (sum_k q_k * xp_k) * scale_lane + bias_lane * xs,
- * i.e. scale*q + bias folded per group without a horizontal sum per group. The permutation
- * and the order of every sum depend only on cols (and L), never on T or the thread split. */
+ *   xs[gi]              = sum of x over group gi, j ascending   (zero padded to 16 groups)
+ * A row's value is then
+ *   sum over blocks of (sum_k q_k * xp_k) * scale_lane   +   sum over groups of bias * xs,
+ * i.e. scale*q + bias with no horizontal sum per group: the scale term is accumulated per
+ * lane, the bias term is a short dot product over the groups. The permutation and the order
+ * of every sum depend only on cols (and L), never on T or the thread split. */
 #ifndef SD_OPS_INTERNAL_H
 #define SD_OPS_INTERNAL_H
 #include <stddef.h>
@@ -26,7 +28,7 @@ typedef struct sd_mm_args {
     const sd_mat *W;
     const float *x;  int ldx;   /* (T, ldx) raw activations (dense kernels) */
     const float *xp; int ldxp;  /* (T, ldxp) permuted activations (quantized kernels) */
-    const float *xs; int ldxs;  /* (T, ldxs) per-word sums of x (quantized kernels) */
+    const float *xs; int ldxs;  /* (T, ldxs) per-group sums of x (quantized kernels) */
     float *y;        int ldy;   /* (T, ldy) */
     int T;
 } sd_mm_args;

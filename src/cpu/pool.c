@@ -16,7 +16,7 @@
 #include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#define SD_CPU_RELAX() _mm_pause()
+#define SD_CPU_RELAX() ((void)0)
 #else
 #define SD_CPU_RELAX() ((void)0)
 #endif

@@ -1,0 +1,147 @@
+/* bench_matmul.c: fast CPU matmul against the memory-bandwidth floor.
+ * Measures the streaming read bandwidth first (sum over a 1 GiB buffer on the pool, best of
+ * 5), then times sd_ops_fast()->matmul for the decode shapes (rows x cols) and weight kinds
+ * at T = 1, 4, 16: median / min / max ms over >= 7 samples after a warm-up, and the roofline
+ * ratio = (weight bytes / bandwidth) / median time. Shapes whose weights fit in cache can
+ * beat the DRAM floor (ratio > 1); that is reported, not hidden.
+ * Usage: bench_matmul [threads=2] [samples=9] */
+#include "cpu/ops.h"
+#include "util/dtype.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- bandwidth: each thread sums its contiguous slice ---- */
+typedef struct { const uint64_t *buf; size_t n; uint64_t sums[64]; } bw_job;
+static void bw_task(void *arg, int ith, int nth) {
+    bw_job *j = (bw_job *)arg;
+    size_t a = j->n * ith / nth, b = j->n * (ith + 1) / nth;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = a; i + 4 <= b; i += 4) { s0 += j->buf[i]; s1 += j->buf[i + 1]; s2 += j->buf[i + 2]; s3 += j->buf[i + 3]; }
+    j->sums[ith & 63] = s0 + s1 + s2 + s3;
+}
+
+static double measure_bw(sd_pool *p) {
+    size_t bytes = (size_t)1 << 30, n = bytes / 8;
+    uint64_t *buf = (uint64_t *)malloc(bytes);
+    if (!buf) return 0;
+    for (size_t i = 0; i < n; i++) buf[i] = i * 0x9E3779B97F4A7C15ULL;
+    bw_job j = {buf, n, {0}};
+    double best = 1e30;
+    for (int r = 0; r < 6; r++) {
+        double t0 = now_s();
+        sd_pool_run(p, bw_task, &j);
+        double t = now_s() - t0;
+        if (r > 0 && t < best) best = t;
+    }
+    uint64_t s = 0;
+    for (int i = 0; i < 64; i++) s += j.sums[i];
+    if (s == 42) printf("(checksum)\n");
+    free(buf);
+    return (double)bytes / best;
+}
+
+/* ---- matrices ---- */
+static uint64_t rs = 0x12345678abcdefULL;
+static uint32_t rnd32(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 11); }
+static float rndf(void) { return ((float)(rnd32() & 0xFFFFFF) / 16777216.0f - 0.5f) * 0.1f; }
+
+typedef struct { const char *name; int bits, group; specdec_dtype dt; } kind;
+
+static sd_mat make(const kind *k, int rows, int cols, uint64_t *bytes) {
+    sd_mat m;
+    memset(&m, 0, sizeof m);
+    m.rows = rows; m.cols = cols; m.bits = k->bits; m.group = k->group; m.dtype = k->dt;
+    size_t es = sd_dtype_size(k->dt), n = (size_t)rows * cols;
+    if (!k->bits) {
+        void *w = malloc(n * es);
+        for (size_t i = 0; i < n; i++) {
+            float v = rndf();
+            if (k->dt == SPECDEC_DTYPE_F32) ((float *)w)[i] = v;
+            else if (k->dt == SPECDEC_DTYPE_BF16) ((uint16_t *)w)[i] = sd_f32_to_bf16(v);
+            else ((uint16_t *)w)[i] = sd_f32_to_f16(v);
+        }
+        m.w = w;
+        *bytes = n * es;
+    } else {
+        size_t nw = n * k->bits / 32, ng = n / k->group;
+        uint32_t *w = (uint32_t *)malloc(nw * 4);
+        for (size_t i = 0; i < nw; i++) w[i] = rnd32() ^ (rnd32() << 16);
+        uint16_t *s = (uint16_t *)malloc(ng * 2), *b = (uint16_t *)malloc(ng * 2);
+        for (size_t i = 0; i < ng; i++) { s[i] = sd_f32_to_bf16(0.01f + rndf() * 0.1f); b[i] = sd_f32_to_bf16(rndf()); }
+        m.w = w; m.scales = s; m.biases = b;
+        *bytes = nw * 4 + 2 * ng * es;
+    }
+    return m;
+}
+
+static int cmpd(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    int nth = argc > 1 ? atoi(argv[1]) : 2;
+    int samples = argc > 2 ? atoi(argv[2]) : 9;
+    if (samples < 7) samples = 7;
+    sd_pool *p = sd_pool_create(nth);
+    if (!p) { fprintf(stderr, "pool\n"); return 1; }
+    FILE *la = fopen("/proc/loadavg", "r");
+    char load[128] = "?";
+    if (la) { if (!fgets(load, sizeof load, la)) strcpy(load, "?\n"); fclose(la); }
+    double bw = measure_bw(p);
+    const sd_ops *F = sd_ops_fast();
+    printf("bench_matmul: simd=%s threads=%d samples=%d loadavg %s", sd_simd_name(), nth, samples, load);
+    printf("streaming read bandwidth (1 GiB, %d threads, best of 5): %.2f GB/s\n\n", nth, bw / 1e9);
+    printf("%-16s %-14s %3s %10s %9s %9s %9s %8s %9s\n", "shape", "kind", "T", "MB", "med ms", "min ms", "max ms",
+           "GB/s", "roofline");
+
+    static const int shapes[4][2] = {{151936, 384}, {1024, 384}, {384, 1024}, {4096, 4096}};
+    static const kind kinds[4] = {
+        {"q4 g64 bf16", 4, 64, SPECDEC_DTYPE_BF16},
+        {"q8 g64 bf16", 8, 64, SPECDEC_DTYPE_BF16},
+        {"bf16", 0, 0, SPECDEC_DTYPE_BF16},
+        {"f32", 0, 0, SPECDEC_DTYPE_F32},
+    };
+    static const int Ts[3] = {1, 4, 16};
+    for (int si = 0; si < 4; si++)
+        for (int ki = 0; ki < 4; ki++) {
+            int rows = shapes[si][0], cols = shapes[si][1];
+            uint64_t bytes;
+            sd_mat m = make(&kinds[ki], rows, cols, &bytes);
+            float *x = (float *)malloc((size_t)16 * cols * 4), *y = (float *)malloc((size_t)16 * rows * 4);
+            for (int i = 0; i < 16 * cols; i++) x[i] = rndf();
+            for (int ti = 0; ti < 3; ti++) {
+                int T = Ts[ti];
+                /* warm-up, and calls per sample so a sample lasts >= ~2 ms */
+                double t0 = now_s();
+                F->matmul(&m, x, cols, y, rows, T, p);
+                double one = now_s() - t0;
+                int reps = one > 2e-3 ? 1 : (int)(2e-3 / (one > 1e-7 ? one : 1e-7)) + 1;
+                double *ts = (double *)malloc((size_t)samples * sizeof(double));
+                for (int s = 0; s < samples; s++) {
+                    double a = now_s();
+                    for (int r = 0; r < reps; r++) F->matmul(&m, x, cols, y, rows, T, p);
+                    ts[s] = (now_s() - a) / reps;
+                }
+                qsort(ts, (size_t)samples, sizeof(double), cmpd);
+                double med = ts[samples / 2];
+                char shp[32];
+                snprintf(shp, sizeof shp, "%dx%d", rows, cols);
+                printf("%-16s %-14s %3d %10.2f %9.4f %9.4f %9.4f %8.2f %9.2f\n", shp, kinds[ki].name, T, bytes / 1e6,
+                       med * 1e3, ts[0] * 1e3, ts[samples - 1] * 1e3, bytes / med / 1e9, (bytes / bw) / med);
+                free(ts);
+            }
+            free(x); free(y);
+            free((void *)m.w); free((void *)m.scales); free((void *)m.biases);
+        }
+    sd_pool_free(p);
+    return 0;
+}
