@@ -101,9 +101,7 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
     const int E = 32 / bits, BE = 16 * E, cols = W->cols, g = W->group;
     const int nw = cols / E, nb = (nw + 15) / 16, ng = cols / g;
     const int bps = 16 * g / BE;           /* blocks per super-block of 16 groups: 2..32 */
-    int32_t idxt[32][16];                  /* lane -> group within the super-block, per block */
-    for (int pb = 0; pb < bps; pb++)
-        for (int l = 0; l < 16; l++) idxt[pb][l] = (pb * BE + l * E) / g;
+    const int32_t *idxt = a->gidx;         /* (bps, 16) lane -> group within the super-block */
     const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i m8 = _mm512_set1_epi32(0xFF);
     const float *xp[NT_MAX], *xs[NT_MAX];
@@ -137,7 +135,7 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
                     int remw = nw - b * 16;
                     __mmask16 m = remw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remw) - 1u);
                     __m512i wv = _mm512_maskz_loadu_epi32(m, wr + b * 16);
-                    __m512 sv = _mm512_permutexvar_ps(_mm512_loadu_si512(idxt[b - b0]), S);
+                    __m512 sv = _mm512_permutexvar_ps(_mm512_loadu_si512(idxt + (b - b0) * 16), S);
                     __m512 q[8];
                     if (bits == 4) {
                         q[0] = _mm512_permutexvar_ps(wv, iota);

@@ -161,6 +161,13 @@ static void fast_matmul(const sd_isa *isa, const sd_mat *W, const float *x, int 
                         int T, sd_pool *p) {
     if (T <= 0 || W->rows <= 0) return;
     mm_job j = {.isa = isa, .a = {.W = W, .x = x, .ldx = ldx, .y = y, .ldy = ldy, .T = T}};
+    int32_t gidx[32 * 16];
+    if (W->bits && isa->lanes) {
+        const int E = 32 / W->bits, L = isa->lanes, bps = 16 * W->group / (L * E);
+        for (int pb = 0; pb < bps && pb < 32; pb++)
+            for (int l = 0; l < L && l < 16; l++) gidx[pb * L + l] = (pb * L * E + l * E) / W->group;
+        j.a.gidx = gidx;
+    }
     if (W->bits && isa->lanes) {
         const int E = 32 / W->bits, L = isa->lanes, nw = W->cols / E, nb = (nw + L - 1) / L;
         const int ldxp = nb * L * E, ldxs = (W->cols / W->group + 15) / 16 * 16;

@@ -29,6 +29,8 @@ typedef struct sd_mm_args {
     const float *x;  int ldx;   /* (T, ldx) raw activations (dense kernels) */
     const float *xp; int ldxp;  /* (T, ldxp) permuted activations (quantized kernels) */
     const float *xs; int ldxs;  /* (T, ldxs) per-group sums of x (quantized kernels) */
+    const int32_t *gidx;        /* (16*group/(L*E), L): lane -> group within a super-block of 16
+                                   groups, per block of the super-block (quantized kernels) */
     float *y;        int ldy;   /* (T, ldy) */
     int T;
 } sd_mm_args;
