@@ -5,6 +5,7 @@
 #
 #   tools/train/device_pipeline.sh start [--smoke]   launch stages 1-5 in the background, return
 #   tools/train/device_pipeline.sh wait SECONDS      print progress every 30 s until done / failed
+#                                                    (exit 0 done, 1 failed, 3 still running)
 #   tools/train/device_pipeline.sh status            one progress line
 #   tools/train/device_pipeline.sh fetch N           copy part N of the results into $OUT
 #
@@ -146,6 +147,8 @@ case "$cmd" in
     done
     cat "$W/logs/durations.txt" 2>/dev/null | sed 's/^/  stage seconds: /'
     summary "$W"
+    # exit status: 0 done, 1 failed, 3 still running (so "wait N && fetch 1" fetches only when done)
+    case "$(cat "$W/status" 2>/dev/null)" in done*) exit 0;; *FAILED*) exit 1;; *) exit 3;; esac
     ;;
   fetch)
     W=$(cur_work)
