@@ -9,9 +9,9 @@
 #include "tiny_model.h"
 #include <math.h>
 
-typedef struct ts_dims { int V, H, I, nh, nkv, hd, max_pos; float head_scale; } ts_dims;
+typedef struct ts_dims { int V, H, I, nh, nkv, hd, max_pos; float head_scale, fc_hidden; } ts_dims;
 
-static ts_dims ts_default(void) { ts_dims d = {128, 64, 128, 4, 2, 16, 512, 1.0f}; return d; }
+static ts_dims ts_default(void) { ts_dims d = {128, 64, 128, 4, 2, 16, 512, 1.0f, 0.05f}; return d; }
 
 /* Values are a pure function of (seed, name): copies across tensors use the source's name. */
 static uint64_t ts_hash(const char *s, uint64_t seed) {
@@ -103,7 +103,7 @@ static int ts_write_pair(const char *tdir, const char *ddir, const ts_dims *d, u
         if (!which) {
             ts_add(&tw, "mtp.pre_fc_norm_embedding.weight", NULL, d->H, 0, 2, 0);
             ts_add(&tw, "mtp.pre_fc_norm_hidden.weight", NULL, d->H, 0, 1, 0);
-            ts_add(&tw, "mtp.fc.weight", NULL, d->H, 2 * d->H, 4, 0.05f);
+            ts_add(&tw, "mtp.fc.weight", NULL, d->H, 2 * d->H, 4, d->fc_hidden);
             ts_layer(&tw, d, "mtp.layers.0", "model.layers.0", 1.0f);
             ts_add(&tw, "mtp.norm.weight", "model.norm.weight", d->H, 0, 1, 0);
         }
