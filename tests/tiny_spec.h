@@ -11,10 +11,10 @@
 
 typedef struct ts_dims { int V, H, I, nh, nkv, hd, max_pos; float head_scale, fc_hidden; } ts_dims;
 
-static ts_dims ts_default(void) { ts_dims d = {128, 64, 128, 4, 2, 16, 512, 1.0f, 0.05f}; return d; }
+static inline ts_dims ts_default(void) { ts_dims d = {128, 64, 128, 4, 2, 16, 512, 1.0f, 0.05f}; return d; }
 
 /* Values are a pure function of (seed, name): copies across tensors use the source's name. */
-static uint64_t ts_hash(const char *s, uint64_t seed) {
+static inline uint64_t ts_hash(const char *s, uint64_t seed) {
     uint64_t h = 1469598103934665603ull ^ seed;
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h ? h : 1;
@@ -23,7 +23,7 @@ static uint64_t ts_hash(const char *s, uint64_t seed) {
 typedef struct ts_writer { sd_st_writer *w; void *bufs[256]; int n; uint64_t seed; } ts_writer;
 
 /* kind: 0 random * scale, 1 norm (1 + 0.1 r), 2 ones, 3 unit-RMS rows, 4 fc [I | scale * r] */
-static void ts_add(ts_writer *tw, const char *name, const char *src, int64_t r, int64_t c, int kind, float scale) {
+static inline void ts_add(ts_writer *tw, const char *name, const char *src, int64_t r, int64_t c, int kind, float scale) {
     size_t n = (size_t)r * (size_t)(c ? c : 1);
     float *f = malloc(n * 4);
     uint64_t s = ts_hash(src ? src : name, tw->seed);
@@ -50,7 +50,7 @@ static void ts_add(ts_writer *tw, const char *name, const char *src, int64_t r, 
     sd_st_writer_add(tw->w, name, SPECDEC_DTYPE_BF16, c ? 2 : 1, shape, data, NULL);
 }
 
-static void ts_layer(ts_writer *tw, const ts_dims *d, const char *dst, const char *src, float out_scale) {
+static inline void ts_layer(ts_writer *tw, const ts_dims *d, const char *dst, const char *src, float out_scale) {
     char a[128], b[128];
 #define TS_L(nm, r, c, kind, sc) (snprintf(a, sizeof a, "%s.%s", dst, nm), snprintf(b, sizeof b, "%s.%s", src, nm), \
                                   ts_add(tw, a, b, r, c, kind, sc))
@@ -68,7 +68,7 @@ static void ts_layer(ts_writer *tw, const ts_dims *d, const char *dst, const cha
 #undef TS_L
 }
 
-static int ts_config(const char *dir, const ts_dims *d, int n_layers, int mtp, const int *eos, int n_eos) {
+static inline int ts_config(const char *dir, const ts_dims *d, int n_layers, int mtp, const int *eos, int n_eos) {
     char eb[128] = "[";
     for (int i = 0; i < n_eos; i++) snprintf(eb + strlen(eb), sizeof eb - strlen(eb), "%s%d", i ? ", " : "", eos[i]);
     strcat(eb, "]");
@@ -87,7 +87,7 @@ static int ts_config(const char *dir, const ts_dims *d, int n_layers, int mtp, c
 
 /* Write the target (with mtp.*) into tdir and the 1-layer draft model into ddir (NULL: none).
  * eos: the ids config.json lists (n_eos may be 0). Returns 0 on success. */
-static int ts_write_pair(const char *tdir, const char *ddir, const ts_dims *d, uint64_t seed, const int *eos, int n_eos) {
+static inline int ts_write_pair(const char *tdir, const char *ddir, const ts_dims *d, uint64_t seed, const int *eos, int n_eos) {
     for (int which = 0; which < 2; which++) {
         const char *dir = which ? ddir : tdir;
         if (!dir) continue;
