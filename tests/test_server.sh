@@ -74,6 +74,23 @@ http POST $BASE/v1/chat/completions "${AUTH[@]}" -d '{"messages":[{"role":"devel
 jget "$TMP/body" 'j["choices"][0]["message"]["content"]' | python3 -c "import sys; sys.stdout.write(sys.stdin.read()[:-1])" >"$TMP/srvchat-parts"
 check "chat content parts + developer role == system string" same_file "$TMP/srvchat-parts" "$TMP/runchat-greedy"
 
+# ---- speculative decoding: every drafter / width gives run's classic text ----------------------
+HAS_MTP=$(python3 -c "import json,sys; print(1 if json.load(open(sys.argv[1])).get('mtp_num_hidden_layers') else 0)" "$MODEL/config.json")
+http GET $BASE/v1/models "${AUTH[@]}" >/dev/null
+check "models reports mtp_layers" [ "$(jget $TMP/body 'j["data"][0]["specdec"]["mtp_layers"] > 0')" = "$([ $HAS_MTP = 1 ] && echo True || echo False)" ]
+drafts="ngram"; [ "$HAS_MTP" = 1 ] && drafts="mtp ngram"
+spec_matrix "$drafts"
+if [ "$HAS_MTP" = 1 ]; then
+    http POST $BASE/v1/completions "${AUTH[@]}" -d "{\"prompt\":\"$PROMPT\",\"max_tokens\":4,\"temperature\":0}" >/dev/null
+    check "MTP engaged by default" [ "$(jget $TMP/body 'j["specdec"]["draft"], j["specdec"]["speculated"]')" = "mtp True" ]
+    check "server log reports the probe verdict" grep -q "exactness probe passed" "$TMP/server-main.log"
+else
+    bad_mtp=$(http POST $BASE/v1/completions "${AUTH[@]}" -d '{"prompt":"x","specdec":{"draft":"mtp"}}')
+    check "draft mtp without an mtp module -> 400 specdec.draft" [ "$bad_mtp $(jget $TMP/body 'j["error"]["param"]')" = "400 specdec.draft" ]
+fi
+http POST $BASE/v1/completions "${AUTH[@]}" -d "{\"prompt\":\"$PROMPT\",\"max_tokens\":4,\"temperature\":0,\"specdec\":{\"draft\":\"none\"}}" >/dev/null
+check "draft none runs classic" [ "$(jget $TMP/body 'j["specdec"]["draft"], j["specdec"]["speculated"]')" = "none False" ]
+
 # ---- the official openai client -----------------------------------------------------------
 if [ -d "$SRC/node_modules/openai" ] && command -v node >/dev/null; then
     if node "$SRC/tests/server/openai_client.mjs" "$BASE/v1" "$NAME" "$KEY" "$PROMPT" "Hi there" 24 >"$TMP/oa.json" 2>"$TMP/oa.err"; then
@@ -159,6 +176,7 @@ check "metrics counts 400s" grep -q '^specdec_requests_total{endpoint="/v1/compl
 check "metrics tokens out" grep -q '^specdec_completion_tokens_total [1-9]' "$TMP/body"
 check "metrics tokens in" grep -q '^specdec_prompt_tokens_total [1-9]' "$TMP/body"
 check "metrics tok/s" grep -q '^specdec_decode_tokens_per_second [0-9]' "$TMP/body"
-check "metrics has probe verdict" grep -q '^specdec_spec_probe_verdict ' "$TMP/body"
+check "metrics: probe verdict passed" grep -q '^specdec_spec_probe_verdict 1$' "$TMP/body"
+check "metrics: speculative rounds counted" grep -q '^specdec_spec_rounds_total [1-9]' "$TMP/body"
 check "server never died" kill -0 "$PID_main"
 finish

@@ -33,9 +33,14 @@ finish() {
 die() { echo "FATAL: $*"; [ -f "$TMP/server.log" ] && tail -20 "$TMP"/server*.log; exit 1; }
 
 # A model dir with a tokenizer: $SPECDEC_TEST_MODEL, else the tiny-bf16 fixture plus a generated
-# tokenizer, else a generated random model. $1 = size for the generated one (tiny | slow).
+# tokenizer, else a generated random model. $1 = tiny | slow | tiny-mtp (always generated: a
+# random tiny model with an mtp module).
 make_test_model() {
     local size=${1:-tiny} out=$TMP/model-$1
+    if [ "$size" = tiny-mtp ]; then
+        python3 "$SRC/tests/server/make_model.py" "$out" --size tiny || return 1
+        echo "$out"; return
+    fi
     if [ "$size" = tiny ] && [ -n "${SPECDEC_TEST_MODEL:-}" ] && [ -f "${SPECDEC_TEST_MODEL:-}/tokenizer.json" ]; then
         echo "$SPECDEC_TEST_MODEL"; return
     fi
@@ -102,3 +107,25 @@ run_text() {
 }
 
 same_file() { cmp -s "$1" "$2" || { echo "  differ: $(head -c 200 "$1" | od -c | head -3) vs $(head -c 200 "$2" | od -c | head -3)"; return 1; }; }
+
+# spec_matrix "DRAFTS": for each drafter x block size (auto, 4) x greedy/seeded x stream or not,
+# the completion text must equal $TMP/run-greedy / $TMP/run-seeded (classic `specdec run` of
+# $PROMPT, 24 tokens) and the stats must say the drafter speculated after a passed probe.
+# Needs BASE, AUTH, PROMPT.
+spec_matrix() {
+    local drafts=$1 dr bs c samp stream
+for dr in $drafts; do
+    for bs in '"auto"' 4; do
+        for c in greedy seeded; do
+            if [ $c = greedy ]; then samp='"temperature":0'; else samp='"temperature":0.8,"top_p":0.9,"top_k":40,"seed":42'; fi
+            for stream in false true; do
+                http POST $BASE/v1/completions "${AUTH[@]}" -N -d "{\"prompt\":\"$PROMPT\",\"max_tokens\":24,$samp,\"stream\":$stream,\"stream_options\":$([ $stream = true ] && echo '{"include_usage":true}' || echo null),\"specdec\":{\"draft\":\"$dr\",\"block_size\":$bs}}" >/dev/null
+                if [ $stream = true ]; then sse_text "$TMP/body" >"$TMP/spec-out"; grep '"usage"' "$TMP/body" | sed 's/^data: //' >"$TMP/spec.json"
+                else jget "$TMP/body" 'j["choices"][0]["text"]' | python3 -c "import sys; sys.stdout.write(sys.stdin.read()[:-1])" >"$TMP/spec-out"; cp "$TMP/body" "$TMP/spec.json"; fi
+                check "spec $dr K=$bs $c stream=$stream text == run" same_file "$TMP/spec-out" "$TMP/run-$c"
+                check "spec $dr K=$bs $c stream=$stream stats" [ "$(jget $TMP/spec.json 'j["specdec"]["draft"], j["specdec"]["speculated"], j["specdec"]["probe"]')" = "$dr True 1" ]
+            done
+        done
+    done
+done
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """make_model.py: a model directory with a tokenizer for the server tests (standard library only).
 
-usage: make_model.py OUT [--from DIR] [--size tiny|slow]
+usage: make_model.py OUT [--from DIR] [--size tiny|slow]   (the generated tiny one has an mtp module)
 
 Weights: copied from DIR (config.json + model.safetensors, e.g. tests/fixtures/tiny-bf16) when
 given, else a random bf16 Qwen3 written here. The random values are a short pseudo-random block
@@ -74,6 +74,12 @@ def write_weights(out, d, seed=7):
                     (p + "mlp.gate_proj.weight", [I, H], False), (p + "mlp.up_proj.weight", [I, H], False),
                     (p + "mlp.down_proj.weight", [H, I], False)]
     tensors += [("model.norm.weight", [H], True), ("lm_head.weight", [V, H], False)]
+    if d.get("mtp_num_hidden_layers"):
+        tensors += [("mtp.pre_fc_norm_embedding.weight", [H], True), ("mtp.pre_fc_norm_hidden.weight", [H], True),
+                    ("mtp.fc.weight", [H, 2 * H], False)]
+        tensors += [(n.replace("model.layers.0.", "mtp.layers.0."), s, nm) for n, s, nm in tensors
+                    if n.startswith("model.layers.0.")]
+        tensors += [("mtp.norm.weight", [H], True)]
     header, blobs, off = {}, [], 0
     for name, shape, norm in tensors:
         n = 1
@@ -104,6 +110,7 @@ def main():
         cfg = dict(architectures=["Qwen3ForCausalLM"], model_type="qwen3", vocab_size=VOCAB, rms_norm_eps=1e-6,
                    rope_theta=10000.0, tie_word_embeddings=False, bos_token_id=None, eos_token_id=[258],
                    torch_dtype="bfloat16", attention_bias=False, hidden_act="silu", **dims)
+        if size == "tiny": cfg["mtp_num_hidden_layers"] = 1     # an MTP drafter: speculation on by default
         with open(os.path.join(out, "config.json"), "w") as f: json.dump(cfg, f, indent=1)
         write_weights(out, cfg)
     write_tokenizer(out)

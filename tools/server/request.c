@@ -86,8 +86,9 @@ static bool parse_stop(json_t *v, srv_request *r, srv_error *e) {
     return true;
 }
 
-/* "specdec": {"draft": "mtp"|"ngram"|"none"|"auto", "block_size": K|"auto", "ignore_eos": bool} */
-static bool parse_ext(json_t *v, srv_request *r, srv_error *e) {
+/* "specdec": {"draft": "mtp"|"ngram"|"model"|"none"|"auto", "block_size": K|"auto", "ignore_eos": bool};
+ * whether the drafter exists is checked here so the error names the field. */
+static bool parse_ext(const srv_server *s, json_t *v, srv_request *r, srv_error *e) {
     if (json_is_null(v)) return true;
     if (!json_is_object(v)) return BAD("specdec", "'specdec' must be an object");
     const char *k; json_t *x;
@@ -99,15 +100,21 @@ static bool parse_ext(json_t *v, srv_request *r, srv_error *e) {
             else if (!strcmp(d, "ngram")) r->draft = SRV_DRAFT_NGRAM;
             else if (!strcmp(d, "none")) r->draft = SRV_DRAFT_NONE;
             else if (!strcmp(d, "auto")) r->draft = SRV_DRAFT_AUTO;
-            else return BAD("specdec.draft", "'specdec.draft' is \"%s\"; expected \"mtp\", \"ngram\", \"none\" or \"auto\"", d);
+            else if (!strcmp(d, "model")) r->draft = SRV_DRAFT_MODEL;
+            else return BAD("specdec.draft", "'specdec.draft' is \"%s\"; expected \"mtp\", \"ngram\", \"model\", \"none\" or \"auto\"", d);
         } else if (!strcmp(k, "block_size")) {
             if (json_is_string(x) && !strcmp(json_string_value(x), "auto")) r->block_size = 0;
             else {
                 long long b = 0;
                 if (!json_is_integer(x)) return BAD("specdec.block_size", "'specdec.block_size' must be an integer or \"auto\"");
-                if (!get_int(x, "specdec.block_size", 1, 64, &b, e)) return false;
+                if (!get_int(x, "specdec.block_size", 2, SPECDEC_SPEC_MAX_DEPTH, &b, e)) return false;
                 r->block_size = (int)b;
             }
+        } else if (!strcmp(k, "sampling")) {
+            const char *m = json_string_value(x);
+            if (!m || (strcmp(m, "seeded") && strcmp(m, "rejection")))
+                return BAD("specdec.sampling", "'specdec.sampling' must be \"seeded\" or \"rejection\"");
+            r->rejection = !strcmp(m, "rejection");
         } else if (!strcmp(k, "ignore_eos")) {
             if (!json_is_boolean(x)) return BAD("specdec.ignore_eos", "'specdec.ignore_eos' must be a boolean");
             r->ignore_eos = json_is_true(x);
@@ -115,6 +122,12 @@ static bool parse_ext(json_t *v, srv_request *r, srv_error *e) {
             return BAD("specdec", "unknown field 'specdec.%s'", k);
         }
     }
+    if ((r->draft == SRV_DRAFT_MTP && !s->mtp) || (r->draft == SRV_DRAFT_NGRAM && !s->ngram) ||
+        (r->draft == SRV_DRAFT_MODEL && !s->dmodel))
+        return BAD("specdec.draft", "'specdec.draft': this server has no %s drafter%s",
+                   r->draft == SRV_DRAFT_MTP ? "mtp" : r->draft == SRV_DRAFT_NGRAM ? "ngram" : "draft-model",
+                   r->draft == SRV_DRAFT_MTP ? " (the model has no mtp module)" :
+                   r->draft == SRV_DRAFT_MODEL ? " (start it with --draft model:DIR)" : "");
     return true;
 }
 
@@ -224,7 +237,7 @@ bool srv_parse_request(const srv_server *s, int endpoint, const char *body, size
                 r->include_usage = json_is_true(v2);
             }
         } else if (!strcmp(k, "specdec")) {
-            if (!parse_ext(v, r, e)) goto done;
+            if (!parse_ext(s, v, r, e)) goto done;
         } else {
             int nf = neutral_field(k, v, e);
             if (nf == 0) goto done;

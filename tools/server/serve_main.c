@@ -12,8 +12,10 @@
 #include <string.h>
 #include <time.h>
 
+#define SD_SERVE_TRY(x) do { specdec_status st_ = (x); if (st_ != SPECDEC_OK) return st_; } while (0)
+
 static void serve_usage(void) {
-    fputs("usage: specdec serve -m DIR [--draft auto|mtp|ngram|none] [--host 127.0.0.1] [--port 8080]\n"
+    fputs("usage: specdec serve -m DIR [--draft auto|mtp|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
           "                     [--api-key KEY] [--threads N] [--queue N] [--max-body BYTES] [--timeout-s S]\n"
           "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--name MODEL_NAME]\n"
           "  Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, /health, /metrics.\n"
@@ -29,6 +31,51 @@ static const char *template_problem(const specdec_tokenizer *tok, srv_template_k
     if (specdec_tokenizer_token_id(tok, "<|im_start|>") < 0 || specdec_tokenizer_token_id(tok, "<|im_end|>") < 0)
         return "the tokenizer lacks the <|im_start|> / <|im_end|> tokens its ChatML template needs";
     return NULL;
+}
+
+/* Drafters: MTP when the checkpoint has it, prompt lookup always (no weights), a draft model
+ * when asked. With a default drafter, one tiny warm-up generation runs the exactness probe
+ * now, so the verdict is logged (and in /metrics) before the first request. */
+static specdec_status setup_drafters(srv_server *s, specdec_err *err) {
+    if (s->info.mtp_layers > 0) {
+        specdec_err e2 = {0};
+        if (specdec_drafter_init_mtp(s->model, &s->mtp, &e2) != SPECDEC_OK)
+            fprintf(stderr, "specdec serve: warning: MTP drafter unavailable: %s\n", e2.msg);
+    }
+    if (s->default_draft == SRV_DRAFT_MTP && !s->mtp) {
+        err->status = SPECDEC_ERR_MISSING;
+        snprintf(err->msg, sizeof err->msg, "--draft mtp: %s has no usable mtp module", s->model_dir);
+        return err->status;
+    }
+    SD_SERVE_TRY(specdec_drafter_init_ngram(0, &s->ngram, err));
+    if (s->draft_model_dir) SD_SERVE_TRY(specdec_drafter_init_model(s->model, s->draft_model_dir, &s->dmodel, err));
+    int dk = s->default_draft == SRV_DRAFT_AUTO ? (s->mtp ? SRV_DRAFT_MTP : SRV_DRAFT_NONE) : s->default_draft;
+    specdec_drafter *d = dk == SRV_DRAFT_MTP ? s->mtp : dk == SRV_DRAFT_NGRAM ? s->ngram : dk == SRV_DRAFT_MODEL ? s->dmodel : NULL;
+    if (!d) {
+        fprintf(stderr, "specdec serve: speculative decoding off by default (%s)\n",
+                s->default_draft == SRV_DRAFT_NONE ? "--draft none" : "the model has no mtp module");
+        return SPECDEC_OK;
+    }
+    int32_t prompt[4] = {0, 1, 2, 3};
+    int n = s->n_ctx > 40 ? 4 : 1;
+    specdec_gen_params gp = specdec_gen_default_params();
+    gp.max_tokens = 2;
+    gp.sampling.temperature = 0;
+    gp.ignore_eos = true;
+    specdec_spec_params sp = specdec_spec_default_params();
+    sp.quiet = true;
+    specdec_spec_stats ss;
+    memset(&ss, 0, sizeof ss);
+    specdec_err e2 = {0};
+    if (specdec_spec_generate(s->ctx, d, s->tok, prompt, n, &gp, &sp, NULL, NULL, &ss, &e2) != SPECDEC_OK) {
+        fprintf(stderr, "specdec serve: warning: warm-up with the %s drafter failed: %s\n", specdec_drafter_name(d), e2.msg);
+        return SPECDEC_OK;
+    }
+    s->metrics.probe_verdict = ss.probe;
+    fprintf(stderr, "specdec serve: speculative decoding by default with the %s drafter: exactness probe %s%s%s\n",
+            specdec_drafter_name(d), ss.probe == 1 ? "passed" : ss.probe == 0 ? "FAILED, declined (classic decoding)" : "not run",
+            ss.note[0] ? "; " : "", ss.note);
+    return SPECDEC_OK;
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -52,8 +99,9 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
         else if (!strcmp(a, "--name")) { if (!val || !*val) return cli_fail("--name needs a model name"); name = val; i++; }
         else if (!strcmp(a, "--draft")) {
-            if (!val || (strcmp(val, "auto") && strcmp(val, "mtp") && strcmp(val, "ngram") && strcmp(val, "none")))
-                return cli_fail("--draft: expected auto, mtp, ngram or none");
+            if (!val || (strcmp(val, "auto") && strcmp(val, "mtp") && strcmp(val, "ngram") && strcmp(val, "none") &&
+                         strncmp(val, "model:", 6)))
+                return cli_fail("--draft: expected auto, mtp, ngram, model:DIR or none");
             draft = val; i++;
         }
         else { serve_usage(); return cli_fail("serve: unknown option '%s'", a); }
@@ -78,7 +126,9 @@ int cmd_serve(int argc, char **argv) {
     s.max_body = (size_t)max_body;
     s.timeout_s = (int)timeout_s;
     s.default_draft = !strcmp(draft, "mtp") ? SRV_DRAFT_MTP : !strcmp(draft, "ngram") ? SRV_DRAFT_NGRAM
-                    : !strcmp(draft, "none") ? SRV_DRAFT_NONE : SRV_DRAFT_AUTO;
+                    : !strcmp(draft, "none") ? SRV_DRAFT_NONE : !strncmp(draft, "model:", 6) ? SRV_DRAFT_MODEL
+                    : SRV_DRAFT_AUTO;
+    if (s.default_draft == SRV_DRAFT_MODEL) s.draft_model_dir = draft + 6;
     s.started = (int64_t)time(NULL);
     srv_metrics_init(&s.metrics);
     if (name) snprintf(s.model_name, sizeof s.model_name, "%s", name);
@@ -100,6 +150,7 @@ int cmd_serve(int argc, char **argv) {
     }
     specdec_model_get_info(s.model, &s.info);
     s.n_ctx = cp.n_ctx ? cp.n_ctx : s.info.max_position_embeddings;
+    if (setup_drafters(&s, &err)) { rc = cli_fail_err(&err); goto done; }
     s.tpl_problem = template_problem(s.tok, &s.tpl);
     if (s.tpl_problem) fprintf(stderr, "specdec serve: warning: /v1/chat/completions disabled: %s\n", s.tpl_problem);
     if (!srv_worker_start(&s)) { rc = cli_fail("cannot start the worker thread"); goto done; }
@@ -123,6 +174,9 @@ done:
     }
     srv_worker_stop(&s);
     if (d) MHD_stop_daemon(d);
+    specdec_drafter_free(s.mtp);
+    specdec_drafter_free(s.ngram);
+    specdec_drafter_free(s.dmodel);
     specdec_ctx_free(s.ctx);
     specdec_model_free(s.model);
     specdec_tokenizer_free(s.tok);

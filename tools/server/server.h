@@ -28,7 +28,7 @@ void srv_buf_free(srv_buf *b);
 enum { SRV_EP_COMPLETIONS = 0, SRV_EP_CHAT, SRV_EP_MODELS, SRV_EP_HEALTH, SRV_EP_METRICS, SRV_EP_OTHER,
        SRV_EP_COUNT };
 
-enum { SRV_DRAFT_AUTO = 0, SRV_DRAFT_NONE, SRV_DRAFT_MTP, SRV_DRAFT_NGRAM };
+enum { SRV_DRAFT_AUTO = 0, SRV_DRAFT_NONE, SRV_DRAFT_MTP, SRV_DRAFT_NGRAM, SRV_DRAFT_MODEL };
 
 /* An OpenAI-style error ready to send: HTTP status plus the error object's fields. */
 typedef struct srv_error {
@@ -55,6 +55,7 @@ typedef struct srv_request {
     bool stream, include_usage, ignore_eos;
     int draft;                /* SRV_DRAFT_* */
     int block_size;           /* 0 = auto */
+    bool rejection;           /* speculative sampling mode: rejection instead of seeded */
 } srv_request;
 void srv_request_free(srv_request *r);
 
@@ -92,7 +93,8 @@ typedef struct srv_job {
     srv_error err;            /* set when the job failed */
     specdec_gen_stats stats;
     const char *finish_reason;
-    struct { bool on; char drafter[16]; int block_size; double tau, acceptance; long rounds, drafted, accepted; } spec;
+    struct { bool on; char drafter[16]; int block_size, probe; double tau, acceptance; long rounds, drafted, accepted;
+             char note[256]; } spec;
     struct srv_server *srv;
 } srv_job;
 
@@ -130,11 +132,13 @@ typedef struct srv_server {
     int queue_cap;
     size_t max_body;
     int timeout_s;
-    int default_draft;        /* SRV_DRAFT_* from --draft */
+    int default_draft;        /* SRV_DRAFT_* from --draft (AUTO: MTP when the model has it) */
+    const char *draft_model_dir; /* --draft model:DIR, served as "draft": "model" */
     /* model, owned by the worker while it runs */
     specdec_model *model;
     specdec_tokenizer *tok;
     specdec_ctx *ctx;
+    specdec_drafter *mtp, *ngram, *dmodel;  /* drafters bound to ctx; NULL when unavailable */
     specdec_model_info info;
     int n_ctx;
     srv_template_kind tpl;

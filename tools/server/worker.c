@@ -107,6 +107,7 @@ srv_job *srv_job_new(srv_server *s) {
     unsigned long n = ++counter;
     pthread_mutex_unlock(&cmu);
     snprintf(j->id, sizeof j->id, "%llx%06lx", (unsigned long long)j->created, n & 0xffffff);
+    j->spec.probe = -1;
     j->deadline_ms = srv_now_ms() + 1e3 * (s->timeout_s > 0 ? s->timeout_s : 1e9);
     return j;
 }
@@ -240,12 +241,17 @@ static bool chunk_text(srv_job *j, const char *text, size_t n, const char *finis
 
 /* The "specdec" extension object of a response (stats of speculative decoding). */
 bool srv_add_spec_json(srv_buf *b, const srv_job *j) {
-    if (!j->spec.on)
-        return srv_buf_addf(b, "{\"draft\":\"none\",\"timed_out\":%s,\"decode_tok_s\":%.2f,\"prefill_tok_s\":%.2f}",
+    if (!j->spec.on) {
+        if (!srv_buf_addf(b, "{\"draft\":\"%s\",\"speculated\":false,\"probe\":%d,\"note\":\"",
+                          j->spec.drafter[0] ? j->spec.drafter : "none", j->spec.probe) ||
+            !srv_buf_add_json_string(b, j->spec.note, strlen(j->spec.note)))
+            return false;
+        return srv_buf_addf(b, "\",\"timed_out\":%s,\"decode_tok_s\":%.2f,\"prefill_tok_s\":%.2f}",
                             j->timed_out ? "true" : "false", j->stats.decode_tok_s, j->stats.prefill_tok_s);
-    return srv_buf_addf(b, "{\"draft\":\"%s\",\"block_size\":%d,\"rounds\":%ld,\"drafted\":%ld,\"accepted\":%ld,"
+    }
+    return srv_buf_addf(b, "{\"draft\":\"%s\",\"speculated\":true,\"probe\":%d,\"block_size\":%d,\"rounds\":%ld,\"drafted\":%ld,\"accepted\":%ld,"
                            "\"tau\":%.4f,\"acceptance\":%.4f,\"timed_out\":%s,\"decode_tok_s\":%.2f,\"prefill_tok_s\":%.2f}",
-                        j->spec.drafter, j->spec.block_size, j->spec.rounds, j->spec.drafted, j->spec.accepted,
+                        j->spec.drafter, j->spec.probe, j->spec.block_size, j->spec.rounds, j->spec.drafted, j->spec.accepted,
                         j->spec.tau, j->spec.acceptance, j->timed_out ? "true" : "false",
                         j->stats.decode_tok_s, j->stats.prefill_tok_s);
 }
@@ -304,10 +310,38 @@ void server_generate(srv_server *s, srv_job *j) {
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 
-    /* Classic decoding; speculative decoding is engaged here once the drafter API lands. */
-    specdec_gen_stats st;
-    memset(&st, 0, sizeof st);
-    specdec_status rc = specdec_generate(s->ctx, s->tok, ids, (int)n_ids, &gp, NULL, NULL, &st, &err);
+    /* The drafter: the request's choice, else the server's default (auto = MTP when the
+     * model has it). specdec_spec_generate runs classic decoding when d is NULL or when the
+     * exactness probe fails (fail closed); the stats say which happened. */
+    int dk = r->draft == SRV_DRAFT_AUTO ? s->default_draft : r->draft;
+    if (dk == SRV_DRAFT_AUTO) dk = s->mtp ? SRV_DRAFT_MTP : SRV_DRAFT_NONE;
+    specdec_drafter *d = dk == SRV_DRAFT_MTP ? s->mtp : dk == SRV_DRAFT_NGRAM ? s->ngram
+                       : dk == SRV_DRAFT_MODEL ? s->dmodel : NULL;
+    specdec_spec_params sp = specdec_spec_default_params();
+    sp.block_size = r->block_size;
+    sp.sampling = r->rejection ? SPECDEC_SPEC_REJECTION : SPECDEC_SPEC_SEEDED;
+    sp.quiet = true;
+    specdec_spec_stats ss;
+    memset(&ss, 0, sizeof ss);
+    specdec_status rc = specdec_spec_generate(s->ctx, d, s->tok, ids, (int)n_ids, &gp, &sp, NULL, NULL, &ss, &err);
+    specdec_gen_stats st = ss.gen;
+    j->spec.probe = ss.probe;
+    snprintf(j->spec.drafter, sizeof j->spec.drafter, "%s", d ? specdec_drafter_name(d) : "none");
+    snprintf(j->spec.note, sizeof j->spec.note, "%s", ss.note);
+    if (d && ss.speculated) {
+        j->spec.on = true;
+        j->spec.block_size = ss.block_size ? ss.block_size : ss.auto_width;
+        j->spec.rounds = (long)ss.rounds;
+        j->spec.drafted = (long)ss.drafted;
+        j->spec.accepted = (long)ss.accepted;
+        j->spec.tau = ss.tau;
+        j->spec.acceptance = ss.drafted ? (double)ss.accepted / (double)ss.drafted : 0.0;
+    }
+    if (d && ss.probe >= 0) {
+        pthread_mutex_lock(&s->metrics.mu);
+        s->metrics.probe_verdict = ss.probe;
+        pthread_mutex_unlock(&s->metrics.mu);
+    }
 
     pthread_mutex_lock(&j->mu);
     j->stats = st;
