@@ -1,5 +1,6 @@
 /* cmd_run.c: `specdec run`: generate text from a prompt, streaming it to stdout, with a stats
- * line on stderr. */
+ * line on stderr. With --draft mtp|model:DIR|ngram it decodes speculatively (same output at
+ * temperature 0 / in seeded mode) and adds a [spec] summary line (and --stats-json FILE). */
 #include "cli.h"
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@ int cmd_run(int argc, char **argv) {
     const char *stops[16]; int n_stop = 0;
     specdec_gen_params gp = specdec_gen_default_params();
     specdec_ctx_params cp = specdec_ctx_default_params();
+    specdec_spec_params sp = specdec_spec_default_params();
+    const char *draft = NULL, *stats_json = NULL;
     long v; double d;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -42,6 +45,22 @@ int cmd_run(int argc, char **argv) {
         }
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
         else if (!strcmp(a, "--reference")) cp.reference_kernels = true;
+        else if (!strcmp(a, "--draft")) { if (!val) return cli_fail("--draft needs mtp, model:DIR or ngram"); draft = val; i++; }
+        else if (!strcmp(a, "--block-size")) {
+            if (val && !strcmp(val, "auto")) sp.block_size = 0;
+            else { if (cli_int(a, val, 2, SPECDEC_SPEC_MAX_DEPTH, &v)) return 1; sp.block_size = (int)v; }
+            i++;
+        }
+        else if (!strcmp(a, "--sampling")) {
+            if (val && !strcmp(val, "rejection")) sp.sampling = SPECDEC_SPEC_REJECTION;
+            else if (val && !strcmp(val, "seeded")) sp.sampling = SPECDEC_SPEC_SEEDED;
+            else return cli_fail("--sampling: want rejection or seeded");
+            i++;
+        }
+        else if (!strcmp(a, "--allow-inexact")) sp.allow_inexact = true;
+        else if (!strcmp(a, "--profile-drafter")) sp.profile = true;
+        else if (!strcmp(a, "--probe-draws")) { if (cli_int(a, val, 1, 64, &v)) return 1; sp.probe_draws = (int)v; i++; }
+        else if (!strcmp(a, "--stats-json")) { if (!val) return cli_fail("--stats-json needs a file"); stats_json = val; i++; }
         else return cli_fail("run: unknown option '%s'", a);
     }
     if (!dir || !prompt) return cli_fail("run needs -m DIR and -p TEXT");
@@ -52,17 +71,23 @@ int cmd_run(int argc, char **argv) {
     specdec_tokenizer *tok = NULL;
     specdec_model *m = NULL;
     specdec_ctx *ctx = NULL;
+    specdec_drafter *dr = NULL;
     int32_t *ids = NULL; size_t n_ids = 0;
     int rc = 1;
     if (specdec_tokenizer_load(dir, &tok, &err) ||
         specdec_tokenize(tok, prompt, strlen(prompt), &ids, &n_ids, &err) ||
-        cli_load_model(dir, false, &m, &err) ||
-        specdec_ctx_init(m, &cp, &ctx, &err)) {
+        cli_load_model(dir, draft && !strcmp(draft, "mtp"), &m, &err) ||
+        specdec_ctx_init(m, &cp, &ctx, &err) ||
+        (draft && specdec_drafter_init(m, draft, &dr, &err))) {
         rc = cli_fail_err(&err);
         goto done;
     }
     specdec_gen_stats st;
-    if (specdec_generate(ctx, tok, ids, (int)n_ids, &gp, NULL, NULL, &st, &err)) {
+    specdec_spec_stats ss;
+    specdec_status gst = dr ? specdec_spec_generate(ctx, dr, tok, ids, (int)n_ids, &gp, &sp, NULL, NULL, &ss, &err)
+                            : specdec_generate(ctx, tok, ids, (int)n_ids, &gp, NULL, NULL, &st, &err);
+    if (dr) st = ss.gen;
+    if (gst) {
         fputc('\n', stdout);
         rc = cli_fail_err(&err);
         goto done;
@@ -72,9 +97,22 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "[stats] prompt %d tokens, prefill %.1f tok/s (%.1f ms), generated %d tokens, decode %.2f tok/s (%.2f ms/token), stop: %s\n",
             st.prompt_tokens, st.prefill_tok_s, st.prefill_ms, st.generated_tokens, st.decode_tok_s,
             st.decode_tok_s > 0 ? 1e3 / st.decode_tok_s : 0.0, reasons[st.stop_reason]);
+    if (dr) {
+        char line[2048];
+        specdec_spec_stats_summary(&ss, line, sizeof line);
+        fprintf(stderr, "%s\n", line);
+        if (stats_json && specdec_spec_stats_write_json(&ss, stats_json, &err)) { rc = cli_fail_err(&err); goto done; }
+    } else if (stats_json) {
+        specdec_spec_stats none;
+        memset(&none, 0, sizeof none);
+        none.gen = st; none.probe = -1;
+        snprintf(none.note, sizeof none.note, "no drafter: classic decoding");
+        if (specdec_spec_stats_write_json(&none, stats_json, &err)) { rc = cli_fail_err(&err); goto done; }
+    }
     rc = 0;
 done:
     free(ids);
+    specdec_drafter_free(dr);
     specdec_ctx_free(ctx);
     specdec_model_free(m);
     specdec_tokenizer_free(tok);

@@ -6,6 +6,10 @@ static void usage(FILE *f) {
     fputs("usage: specdec <command> [options]\n"
           "  run       -m DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
           "            [--threads N] [--ctx N] [--kv-dtype f32|bf16|f16] [--stop S]... [--ignore-eos]\n"
+          "            [--draft mtp|model:DIR|ngram] [--block-size K|auto] [--sampling rejection|seeded]\n"
+          "            [--allow-inexact] [--stats-json FILE] [--profile-drafter]\n"
+          "  bench     -m DIR --draft mtp|model:DIR|ngram --prompts FILE.jsonl [-n N] [--block-size K|auto]\n"
+          "            [--repeats R] [--threads N] [--temp T] [--seed S] [--sampling rejection|seeded] [--out FILE.md]\n"
           "  info      -m DIR\n"
           "  tokenize  -m DIR -p TEXT [--decode]   (--decode: -p is a JSON array of ids)\n"
           "  quantize  IN OUT [--bits 4|8] [--group-size 32|64|128] [--shard-mb N] [--quiet]\n", f);
@@ -21,6 +25,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
 #ifdef SPECDEC_HAVE_SERVER
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
 #endif
