@@ -12,9 +12,19 @@ N_CHECKS=0
 N_FAILED=0
 
 cleanup() {
+    local rc=$? bad=0
     for p in "${SERVER_PIDS[@]}"; do kill "$p" 2>/dev/null; done
     for p in "${SERVER_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    # a server that shut down cleanly leaves no sanitizer report (leaks included)
+    for f in "$TMP"/server-*.log; do
+        [ -f "$f" ] || continue
+        if grep -q "AddressSanitizer\|LeakSanitizer\|runtime error" "$f"; then
+            echo "FAIL sanitizer report in $(basename "$f"):"; head -40 "$f"; bad=1
+        fi
+    done
     rm -rf "$TMP"
+    [ $bad = 1 ] && exit 1
+    exit $rc
 }
 trap cleanup EXIT
 
