@@ -83,6 +83,24 @@ check "503 carries Retry-After" grep -qi '^Retry-After: [0-9]' "$r.h"
 check "503 is an OpenAI error" [ "$(jget $r.b 'j["error"]["code"]')" = server_busy ]
 check "alive after the queue overflow" alive $S
 
+# ---- chat templates we cannot render are refused clearly; completions still work -------------
+for kind in none llama; do
+    d=$TMP/model-tpl-$kind; mkdir -p "$d"; cp "$TINY"/config.json "$TINY"/model.safetensors "$TINY"/tokenizer.json "$d"/
+    python3 - "$d/tokenizer_config.json" "$kind" <<'PYEOF'
+import json, sys
+cfg = {"eos_token": "<|im_end|>"}
+if sys.argv[2] == "llama":
+    cfg["chat_template"] = "{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}"
+json.dump(cfg, open(sys.argv[1], "w"))
+PYEOF
+    start_server tpl$kind "$d" || die "template server did not start"
+    eval "TP=\$PORT_tpl$kind"
+    st=$(http POST http://127.0.0.1:$TP/v1/chat/completions -d '{"messages":[{"role":"user","content":"x"}]}')
+    check "chat template $kind -> 400 unsupported_chat_template" [ "$st $(jget $TMP/body 'j["error"]["code"]')" = "400 unsupported_chat_template" ]
+    check "chat template $kind: message names the problem" grep -q "chat_template" "$TMP/body"
+    check "chat template $kind: completions still 200" [ "$(http POST http://127.0.0.1:$TP/v1/completions -d '{"prompt":"x","max_tokens":2}')" = 200 ]
+done
+
 # ---- bounded load loop: 200 requests, 4 in parallel, hard limit 40 s -------------------------
 req() {  # one request; prints its status (000 = transport failure)
     local i=$1 body

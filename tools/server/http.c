@@ -186,9 +186,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     }
 }
 
+/* Cancel a job whose client is gone (no-op once it is done). */
+static void cancel_job(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    if (j->phase != SRV_JOB_DONE) j->cancel = 1;
+    pthread_mutex_unlock(&j->mu);
+}
+
 static void stream_free(void *cls) {
     stream_state *ss = cls;
-    if (ss->job->phase != SRV_JOB_DONE) ss->job->cancel = 1;
+    cancel_job(ss->job);
     srv_job_release(ss->job);
     free(ss);
 }
@@ -321,7 +328,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     conn_state *cs = *con_cls;
     if (!cs) return;
     if (cs->job) {
-        if (cs->job->phase != SRV_JOB_DONE) cs->job->cancel = 1;
+        cancel_job(cs->job);
         srv_job_release(cs->job);
     }
     srv_buf_free(&cs->body);
