@@ -143,6 +143,9 @@ static void prep_token(const float *x, int cols, int E, int L, int nb, int g, in
     }
 }
 
+/* Below this many multiply-adds a matmul / attention call runs on the caller alone. */
+#define SD_INLINE_MACS 65536.0
+
 typedef struct mm_job {
     const sd_isa *isa;
     sd_mm_args a;
@@ -181,9 +184,11 @@ static void fast_matmul(const sd_isa *isa, const sd_mat *W, const float *x, int 
             j.a.xp = xp; j.a.ldxp = ldxp; j.a.xs = xs; j.a.ldxs = ldxs;
         }
     }
-    /* small matrices are not worth waking the pool (a result never depends on this choice) */
-    double bytes = (double)W->rows * W->cols * (W->bits ? W->bits / 8.0 : (double)sd_dtype_size(W->dtype));
-    if (!p || sd_pool_size(p) == 1 || bytes * T < 32768.0) mm_task(&j, 0, 1);
+    /* tiny calls (< SD_INLINE_MACS multiply-adds) run on the caller: waking the pool costs more
+     * than the work, and far more when the machine is oversubscribed. A result never depends
+     * on this choice (each row is computed whole by one thread either way). */
+    double macs = (double)W->rows * W->cols * T;
+    if (!p || sd_pool_size(p) == 1 || macs < SD_INLINE_MACS) mm_task(&j, 0, 1);
     else sd_pool_run(p, mm_task, &j);
     if (sd_ops_dbg_break && T > 1) {
         uint32_t u;
@@ -228,7 +233,9 @@ static void fast_attention(const sd_isa *isa, const sd_attn_shape *s, const sd_k
                            float *out, int T, int pos0, float *scratch, sd_pool *p) {
     if (T <= 0) return;
     attn_job j = {isa, s, kv, q, out, T, pos0, scratch, sd_attn_scratch_stride(pos0 + T)};
-    if (!p || sd_pool_size(p) == 1) attn_task(&j, 0, 1);
+    /* multiply-adds: T queries x heads x (keys seen, on average) x (QK + PV) */
+    double macs = (double)T * s->n_heads * ((double)pos0 + 0.5 * T + 1.0) * 2.0 * s->head_dim;
+    if (!p || sd_pool_size(p) == 1 || macs < SD_INLINE_MACS) attn_task(&j, 0, 1);
     else sd_pool_run(p, attn_task, &j);
 }
 
