@@ -4,7 +4,9 @@
  * at T = 1, 4, 16: median / min / max ms over >= 7 samples after a warm-up, and the roofline
  * ratio = (weight bytes / bandwidth) / median time. Shapes whose weights fit in cache can
  * beat the DRAM floor (ratio > 1); that is reported, not hidden.
- * Usage: bench_matmul [threads=2] [samples=9] */
+ * Also prints each T's cost relative to T = 1 of the same shape and kind (the verify-pass
+ * amortization speculative decoding depends on).
+ * Usage: bench_matmul [threads=2] [samples=9] [shape filter, e.g. 151936] [kind filter, e.g. q4] */
 #include "cpu/ops.h"
 #include "util/dtype.h"
 #include <stdio.h>
@@ -90,6 +92,7 @@ static int cmpd(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int nth = argc > 1 ? atoi(argv[1]) : 2;
     int samples = argc > 2 ? atoi(argv[2]) : 9;
+    const char *sfilt = argc > 3 ? argv[3] : NULL, *kfilt = argc > 4 ? argv[4] : NULL;
     if (samples < 7) samples = 7;
     sd_pool *p = sd_pool_create(nth);
     if (!p) { fprintf(stderr, "pool\n"); return 1; }
@@ -100,25 +103,31 @@ int main(int argc, char **argv) {
     const sd_ops *F = sd_ops_fast();
     printf("bench_matmul: simd=%s threads=%d samples=%d loadavg %s", sd_simd_name(), nth, samples, load);
     printf("streaming read bandwidth (1 GiB, %d threads, best of 5): %.2f GB/s\n\n", nth, bw / 1e9);
-    printf("%-16s %-14s %3s %10s %9s %9s %9s %8s %9s\n", "shape", "kind", "T", "MB", "med ms", "min ms", "max ms",
-           "GB/s", "roofline");
+    printf("%-16s %-14s %3s %10s %9s %9s %9s %8s %9s %7s\n", "shape", "kind", "T", "MB", "med ms", "min ms", "max ms",
+           "GB/s", "roofline", "xT1");
 
-    static const int shapes[4][2] = {{151936, 384}, {1024, 384}, {384, 1024}, {4096, 4096}};
-    static const kind kinds[4] = {
+    static const int shapes[6][2] = {{151936, 384}, {1024, 384}, {384, 1024}, {768, 384}, {384, 768}, {4096, 4096}};
+    static const kind kinds[5] = {
         {"q4 g64 bf16", 4, 64, SPECDEC_DTYPE_BF16},
         {"q8 g64 bf16", 8, 64, SPECDEC_DTYPE_BF16},
         {"bf16", 0, 0, SPECDEC_DTYPE_BF16},
         {"f32", 0, 0, SPECDEC_DTYPE_F32},
+        {"q4 g32 f16", 4, 32, SPECDEC_DTYPE_F16},
     };
-    static const int Ts[3] = {1, 4, 16};
-    for (int si = 0; si < 4; si++)
-        for (int ki = 0; ki < 4; ki++) {
+    static const int Ts[6] = {1, 2, 4, 8, 16};
+    for (int si = 0; si < 6; si++)
+        for (int ki = 0; ki < 5; ki++) {
             int rows = shapes[si][0], cols = shapes[si][1];
+            char shp[32];
+            snprintf(shp, sizeof shp, "%dx%d", rows, cols);
+            if (sfilt && !strstr(shp, sfilt)) continue;
+            if (kfilt && !strstr(kinds[ki].name, kfilt)) continue;
             uint64_t bytes;
             sd_mat m = make(&kinds[ki], rows, cols, &bytes);
             float *x = (float *)malloc((size_t)16 * cols * 4), *y = (float *)malloc((size_t)16 * rows * 4);
             for (int i = 0; i < 16 * cols; i++) x[i] = rndf();
-            for (int ti = 0; ti < 3; ti++) {
+            double med1 = 0;
+            for (int ti = 0; ti < 5; ti++) {
                 int T = Ts[ti];
                 /* warm-up, and calls per sample so a sample lasts >= ~2 ms */
                 double t0 = now_s();
@@ -133,10 +142,9 @@ int main(int argc, char **argv) {
                 }
                 qsort(ts, (size_t)samples, sizeof(double), cmpd);
                 double med = ts[samples / 2];
-                char shp[32];
-                snprintf(shp, sizeof shp, "%dx%d", rows, cols);
-                printf("%-16s %-14s %3d %10.2f %9.4f %9.4f %9.4f %8.2f %9.2f\n", shp, kinds[ki].name, T, bytes / 1e6,
-                       med * 1e3, ts[0] * 1e3, ts[samples - 1] * 1e3, bytes / med / 1e9, (bytes / bw) / med);
+                if (T == 1) med1 = med;
+                printf("%-16s %-14s %3d %10.2f %9.4f %9.4f %9.4f %8.2f %9.2f %7.2f\n", shp, kinds[ki].name, T, bytes / 1e6,
+                       med * 1e3, ts[0] * 1e3, ts[samples - 1] * 1e3, bytes / med / 1e9, (bytes / bw) / med, med / med1);
                 free(ts);
             }
             free(x); free(y);
