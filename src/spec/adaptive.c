@@ -11,7 +11,7 @@ void sd_auto_init(sd_auto *a) {
     memset(a, 0, sizeof *a);
     a->rng = 0x853c49e6748fea9bull;
     a->explore_rounds = 3;
-    a->eps = 0.08;
+    a->eps = 0.03;
     a->decay = 0.97;
 }
 

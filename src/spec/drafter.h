@@ -57,6 +57,17 @@ typedef struct sd_drafter_vt {
     void (*free)(specdec_drafter *d);
 } sd_drafter_vt;
 
+/* The adaptive block-width controller (block_size = 0): widths 1..SD_AUTO_MAX_W, 1 = classic. */
+#define SD_AUTO_MAX_W 8
+typedef struct sd_auto {
+    double tokens[SD_AUTO_MAX_W + 1], ms[SD_AUTO_MAX_W + 1];   /* decayed sums per width */
+    int64_t rounds[SD_AUTO_MAX_W + 1];
+    int64_t n;            /* decisions made */
+    uint64_t rng;
+    int explore_rounds;   /* rounds per width in the initial sweep */
+    double eps;           /* exploration probability afterwards */
+    double decay;
+} sd_auto;
 struct specdec_drafter {
     const sd_drafter_vt *vt;
     void *impl;
@@ -64,6 +75,8 @@ struct specdec_drafter {
     /* exactness probe cache: the result for the last target it ran on */
     const void *probe_model; const void *probe_ops; int probe_threads, probe_kv, probe_K, probe_result;
     double probe_ms;
+    /* auto block width: measured rates persist across generations with the same target */
+    sd_auto au; const void *au_model; int au_threads;
 };
 
 /* Pick a draft token from a logits row (V floats) at position pos, per req->mode; in SAMPLE mode

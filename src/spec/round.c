@@ -250,16 +250,24 @@ specdec_status specdec_spec_generate(specdec_ctx *c, specdec_drafter *d, const s
     bool spec_on = d != NULL;
     if (st == SPECDEC_OK && !stopped && d) st = run_probe(&r, sp, r.kmax, &spec_on, err);
     s.speculated = spec_on;
-    sd_auto au;
-    sd_auto_init(&au);
+    sd_auto dummy_au, *au = &dummy_au;
+    sd_auto_init(au);
+    if (d) {   /* the controller's measurements carry over between requests on the same target */
+        if (d->au_model != r.t.model || d->au_threads != r.t.n_threads) {
+            sd_auto_init(&d->au);
+            d->au_model = r.t.model; d->au_threads = r.t.n_threads;
+        }
+        au = &d->au;
+    }
     int32_t *blk = r.tmp_tok;   /* [bonus, d_1..d_{K-1}] */
+    bool auto_off = false;      /* auto: classic won; the drafter is no longer fed this generation */
 
     while (st == SPECDEC_OK && !stopped) {
         if (emitted >= gp->max_tokens) { s.gen.stop_reason = SD_STOP_BUDGET; break; }
         int P = r.t.n_past(r.t.impl);
         if (P >= r.t.n_ctx) { s.gen.stop_reason = SD_STOP_CONTEXT; break; }
         double t0 = sd_now_ms();
-        int want = !spec_on ? 1 : sp->block_size ? sp->block_size : sd_auto_pick(&au);
+        int want = !spec_on || auto_off ? 1 : sp->block_size ? sp->block_size : sd_auto_pick(au);
         int K = want;
         if (K > r.kmax) K = r.kmax;
         if (K > r.t.n_ctx - P) K = r.t.n_ctx - P;
@@ -311,14 +319,21 @@ specdec_status specdec_spec_generate(specdec_ctx *c, specdec_drafter *d, const s
         emitted += em_round;
         if (!stopped) st = r.t.truncate(r.t.impl, P + acc + 1, err);
         double t4 = sd_now_ms();
-        if (st == SPECDEC_OK && spec_on && !stopped) {
+        if (st == SPECDEC_OK && spec_on && !stopped && !auto_off) {
             /* the verified slice: positions P..P+acc, tokens x_{P+1}..x_{P+acc+1} */
             memcpy(r.lag_tok + r.lag_n, blk + 1, sizeof(int32_t) * (size_t)acc);
             r.lag_tok[r.lag_n + acc] = nb;
             if (r.need_hidden)
                 memcpy(r.lag_hid + (size_t)r.lag_n * r.H, r.hidden, sizeof(float) * (size_t)(acc + 1) * r.H);
             r.lag_n += acc + 1;
-            if (K > 1 || r.lag_n >= LAG_CAP) st = flush_lag(&r, err);
+            if (K == 1 && r.lag_n >= LAG_CAP && !sp->block_size && au->n >= (int64_t)au->explore_rounds * SD_AUTO_MAX_W &&
+                sd_auto_best(au) == 1) {
+                /* classic is measurably fastest: stop paying for the drafter's catch-up */
+                auto_off = true;
+                r.lag_n = 0;
+                snprintf(s.note, sizeof s.note, "auto: classic decoding measured fastest; speculation declined after %lld rounds",
+                         (long long)s.rounds + 1);
+            } else if (K > 1 || r.lag_n >= LAG_CAP) st = flush_lag(&r, err);
         }
         bonus = nb;
         double t5 = sd_now_ms();
@@ -338,7 +353,7 @@ specdec_status specdec_spec_generate(specdec_ctx *c, specdec_drafter *d, const s
             s.walk_ms += t3 - t2;
             s.finalize_ms += t4 - t3;
             s.accept_ms += t5 - t4 + t_acc0;
-            if (!sp->block_size) sd_auto_update(&au, K, em_round, t5 - t0);
+            if (!sp->block_size) sd_auto_update(au, K, em_round, t5 - t0);
             double tend = sd_now_ms();
             s.round_ms += tend - t0;
         }

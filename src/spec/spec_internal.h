@@ -11,17 +11,6 @@
 specdec_status sd_spec_probe(const sd_target *t, int K, int draws, uint64_t seed, int *ok, char *where,
                              size_t where_n, specdec_err *err);
 
-/* The adaptive block-width controller (block_size = 0): widths 1..SD_AUTO_MAX_W, 1 = classic. */
-#define SD_AUTO_MAX_W 8
-typedef struct sd_auto {
-    double tokens[SD_AUTO_MAX_W + 1], ms[SD_AUTO_MAX_W + 1];   /* decayed sums per width */
-    int64_t rounds[SD_AUTO_MAX_W + 1];
-    int64_t n;            /* decisions made */
-    uint64_t rng;
-    int explore_rounds;   /* rounds per width in the initial sweep */
-    double eps;           /* exploration probability afterwards */
-    double decay;
-} sd_auto;
 void sd_auto_init(sd_auto *a);
 int sd_auto_pick(sd_auto *a);
 void sd_auto_update(sd_auto *a, int width, int emitted, double ms);
