@@ -1,7 +1,7 @@
 /* test_ops.c: the CPU operators. For every SIMD level this CPU runs (avx512, avx2, scalar):
  *  - fast vs reference within an error bound of the form (cols + 16) * 2^-23 * sum|w||x|
  *    (for quantized weights |w| is taken as |scale*q| + |bias|, the terms actually summed);
- *  - batch invariance, bit for bit: row t computed inside a block of T in {2,3,4,7,16,64} equals
+ *  - batch invariance, bit for bit: row t computed inside a block of T in {2,3,4,5,7,8,9,16,17,33,64} equals
  *    the same row computed alone (T = 1);
  *  - thread invariance, bit for bit: pool sizes 1..4 against no pool;
  *  - output buffers poisoned with NaN: every element written, padding (ldy > rows) untouched;
@@ -151,8 +151,8 @@ static void test_matmul_kind(const sd_ops *F, const char *lvl, int rows, int col
         F->matmul(W, x + (size_t)t * ldx, ldx, y1, ldy, 1, pools[2]);
         memcpy(single + (size_t)t * rows, y1, (size_t)rows * sizeof(float));
     }
-    static const int Ts[] = {2, 3, 4, 7, 16, 64};
-    for (int k = 0; k < 6; k++) {
+    static const int Ts[] = {2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64};
+    for (int k = 0; k < (int)(sizeof Ts / sizeof Ts[0]); k++) {
         int T = Ts[k];
         int off = (T == 64) ? 0 : (int)(rnd() % (unsigned)(TMAX - T + 1)); /* block start */
         poison(yb, (size_t)T * ldy);
