@@ -1,0 +1,112 @@
+/* test_spec_stop.c: stop strings end speculative decoding at exactly the byte classic decoding
+ * stops at, even when the stop string completes in the middle of an accepted block. The tiny
+ * target gets a synthetic byte-level tokenizer (256 byte tokens, no merges; V = 256) so text
+ * flows through the shared emitter; the streamed text, the ids and the stop reason must match
+ * classic decoding for every drafter and several K. */
+#include "check.h"
+#include "tiny_spec.h"
+#include "specdec.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct buf { char s[8192]; size_t n; } buf;
+static bool on_text(const char *t, size_t n, void *u) {
+    buf *b = u;
+    if (b->n + n < sizeof b->s) { memcpy(b->s + b->n, t, n); b->n += n; }
+    return true;
+}
+
+/* GPT-2 byte-to-unicode map, written as a JSON \u escape. */
+static void byte_key(int b, char *out) {
+    int cp;
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) cp = b;
+    else {
+        int n = 0;
+        for (int x = 0; x < b; x++)
+            if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) n++;
+        cp = 256 + n;
+    }
+    if (cp == '"' || cp == '\\') sprintf(out, "\\%c", cp);
+    else sprintf(out, "\\u%04x", cp);
+}
+
+int main(void) {
+    char tdir[64], ddir[64];
+    if (!tm_mkdtemp(tdir, sizeof tdir) || !tm_mkdtemp(ddir, sizeof ddir)) { CHECK(0, "mkdtemp"); return check_finish("test_spec_stop"); }
+    ts_dims dm = ts_default();
+    dm.V = 256;
+    CHECK(ts_write_pair(tdir, ddir, &dm, 13, NULL, 0) == 0, "write models");
+    static char json[16384];
+    size_t l = (size_t)snprintf(json, sizeof json, "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,"
+        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},\"post_processor\":null,"
+        "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"unk_token\":null,\"vocab\":{");
+    for (int b = 0; b < 256; b++) {
+        char k[16];
+        byte_key(b, k);
+        l += (size_t)snprintf(json + l, sizeof json - l, "%s\"%s\":%d", b ? "," : "", k, b);
+    }
+    l += (size_t)snprintf(json + l, sizeof json - l, "},\"merges\":[]}}");
+    CHECK(tm_write_file(tdir, "tokenizer.json", json, l) == 0 && tm_write_file(ddir, "tokenizer.json", json, l) == 0, "tokenizer");
+    specdec_err err = {0};
+    specdec_tokenizer *tok = NULL;
+    CHECK(specdec_tokenizer_load(tdir, &tok, &err) == SPECDEC_OK, "tokenizer: %s", err.msg);
+    specdec_model *m = NULL;
+    CHECK(specdec_model_load(tdir, NULL, &m, &err) == SPECDEC_OK, "load: %s", err.msg);
+    if (!tok || !m) return check_finish("test_spec_stop");
+    specdec_ctx_params cp = specdec_ctx_default_params();
+    cp.n_ctx = 256; cp.n_threads = 2;
+    specdec_ctx *c = NULL;
+    CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+    int32_t *prompt = NULL; size_t np = 0;
+    CHECK(specdec_tokenize(tok, "abcabcabc", 9, &prompt, &np, &err) == SPECDEC_OK && np == 9, "tokenize: %s", err.msg);
+    specdec_drafter *dr[3] = {0};
+    char ms[128];
+    snprintf(ms, sizeof ms, "model:%s", ddir);
+    CHECK(specdec_drafter_init(m, "ngram", &dr[0], &err) == SPECDEC_OK, "%s", err.msg);
+    CHECK(specdec_drafter_init(m, "mtp", &dr[1], &err) == SPECDEC_OK, "%s", err.msg);
+    CHECK(specdec_drafter_init(m, ms, &dr[2], &err) == SPECDEC_OK, "%s", err.msg);
+
+    specdec_gen_params gp = specdec_gen_default_params();
+    gp.ignore_eos = true; gp.max_tokens = 80; gp.on_text = on_text;
+    buf full = {{0}, 0};
+    gp.user = &full;
+    CHECK(specdec_generate(c, tok, prompt, (int)np, &gp, NULL, NULL, NULL, &err) == SPECDEC_OK, "classic");
+    int tested = 0;
+    for (int off = 12; off + 2 < (int)full.n && tested < 3; off += 17) {
+        char stop[3] = {full.s[off], full.s[off + 1], 0};
+        if (!stop[0] || !stop[1]) continue;
+        const char *stops[1] = {stop};
+        gp.stop = stops; gp.n_stop = 1;
+        buf ref = {{0}, 0};
+        gp.user = &ref;
+        int32_t *rid = NULL; int nr = 0;
+        specdec_gen_stats gs;
+        CHECK(specdec_generate(c, tok, prompt, (int)np, &gp, &rid, &nr, &gs, &err) == SPECDEC_OK, "classic stop");
+        CHECK(gs.stop_reason == 2, "classic did not stop on '%s'", stop);
+        tested++;
+        for (int di = 0; di < 3; di++)
+            for (int K = 2; K <= 16; K = K * 2 - 1) {
+                buf got = {{0}, 0};
+                gp.user = &got;
+                int32_t *id = NULL; int n = 0;
+                specdec_spec_params sp = specdec_spec_default_params();
+                sp.block_size = K; sp.quiet = true;
+                specdec_spec_stats ss;
+                CHECK(specdec_spec_generate(c, dr[di], tok, prompt, (int)np, &gp, &sp, &id, &n, &ss, &err) == SPECDEC_OK, "%s", err.msg);
+                CHECK(got.n == ref.n && memcmp(got.s, ref.s, ref.n) == 0, "%s K=%d stop '%s': text differs (%zu vs %zu bytes)",
+                      specdec_drafter_name(dr[di]), K, stop, got.n, ref.n);
+                CHECK(n == nr && memcmp(id, rid, 4 * (size_t)n) == 0 && ss.gen.stop_reason == 2, "%s K=%d: ids / reason",
+                      specdec_drafter_name(dr[di]), K);
+                free(id);
+            }
+        free(rid);
+    }
+    CHECK(tested > 0, "no stop string could be picked from the output");
+    for (int i = 0; i < 3; i++) specdec_drafter_free(dr[i]);
+    free(prompt);
+    specdec_ctx_free(c);
+    specdec_model_free(m);
+    specdec_tokenizer_free(tok);
+    tm_rm_rf(tdir); tm_rm_rf(ddir);
+    return check_finish("test_spec_stop");
+}
