@@ -36,6 +36,7 @@ int cmd_bench(int argc, char **argv) {
     specdec_spec_params sp = specdec_spec_default_params();
     sp.block_size = 4;
     int repeats = 5, max_prompts = MAXP;
+    bool profile = false;
     long v; double d;
     gp.max_tokens = 128;
     for (int i = 1; i < argc; i++) {
@@ -63,6 +64,7 @@ int cmd_bench(int argc, char **argv) {
             i++;
         }
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
+        else if (!strcmp(a, "--profile-drafter")) profile = true;   /* a third arm: speculative with the step profile */
         else return cli_fail("bench: unknown option '%s'", a);
     }
     if (!dir || !draft || !prompts_path) return cli_fail("bench needs -m DIR, --draft and --prompts FILE");
@@ -133,7 +135,9 @@ int cmd_bench(int argc, char **argv) {
             for (size_t k = 0; k < npids; k++) pids[k] = (int32_t)((unsigned char)texts[pi][k] % (unsigned)mi.vocab_size);
             if (!npids) pids[npids++] = 0;
         } else if (specdec_tokenize(tok, texts[pi], strlen(texts[pi]), &pids, &npids, &err)) { rc = cli_fail_err(&err); goto done; }
-        double ca[MAXR], sa[MAXR], taus[MAXR];
+        double ca[MAXR], sa[MAXR], pa[MAXR], taus[MAXR];
+        specdec_spec_stats last_prof;
+        memset(&last_prof, 0, sizeof last_prof);
         int64_t rounds = 0, drafted = 0, accepted = 0;
         int64_t pdad[SPECDEC_SPEC_MAX_DEPTH + 1] = {0}, paad[SPECDEC_SPEC_MAX_DEPTH + 1] = {0};
         int diff_at = -1; bool speculated = true;
@@ -150,6 +154,14 @@ int cmd_bench(int argc, char **argv) {
                 if ((k < n || na != nb) && diff_at < 0) diff_at = k;
             }
             free(a); free(b);
+            if (profile) {
+                specdec_spec_params pp = sp;
+                pp.profile = true;
+                if (specdec_spec_generate(ctx, dr, NULL, pids, (int)npids, &gp, &pp, NULL, NULL, &last_prof, &err)) {
+                    rc = cli_fail_err(&err); free(pids); goto done;
+                }
+                if (r >= 0) pa[r] = last_prof.gen.decode_tok_s;
+            }
             if (r < 0) continue;
             ca[r] = gs.decode_tok_s; sa[r] = ss.gen.decode_tok_s; taus[r] = ss.tau;
             rounds += ss.rounds; drafted += ss.drafted; accepted += ss.accepted;
@@ -186,6 +198,14 @@ int cmd_bench(int argc, char **argv) {
             l += (size_t)snprintf(acc + l, sizeof acc - l, "%s%.2f", j > 1 ? " " : "", (double)paad[j] / (double)pdad[j]);
             dad[j] += pdad[j]; aad[j] += paad[j];
             if (l >= sizeof acc) break;
+        }
+        if (profile) {
+            double pmed = median(pa, repeats);
+            char line[2048];
+            specdec_spec_stats_summary(&last_prof, line, sizeof line);
+            const char *pr = strstr(line, "; drafter profile");
+            fprintf(stderr, "%s: speculative %.1f tok/s without the drafter profile, %.1f with (%.1f%% slower)%s\n", ids_s[pi],
+                    smed, pmed, smed > 0 ? 100.0 * (smed - pmed) / smed : 0.0, pr ? pr : "");
         }
         P("| %s | %.1f [%.1f, %.1f] | %.1f [%.1f, %.1f] | %.3f | %.2f | %s | %s |\n", ids_s[pi], cmed, cmin, cmax, smed, smin,
           smax, spd, tmed, acc, (!(gp.sampling.temperature > 0) || sp.sampling == SPECDEC_SPEC_SEEDED) ? "yes" : "n/a (rejection)");

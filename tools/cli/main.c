@@ -10,6 +10,7 @@ static void usage(FILE *f) {
           "            [--allow-inexact] [--stats-json FILE] [--profile-drafter]\n"
           "  bench     -m DIR --draft mtp|model:DIR|ngram --prompts FILE.jsonl [-n N] [--block-size K|auto]\n"
           "            [--repeats R] [--threads N] [--temp T] [--seed S] [--sampling rejection|seeded] [--out FILE.md]\n"
+          "            [--profile-drafter] [--max-prompts N] [--ignore-eos]\n"
           "  info      -m DIR\n"
           "  tokenize  -m DIR -p TEXT [--decode]   (--decode: -p is a JSON array of ids)\n"
           "  quantize  IN OUT [--bits 4|8] [--group-size 32|64|128] [--shard-mb N] [--quiet]\n", f);
