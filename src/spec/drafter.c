@@ -1,6 +1,8 @@
-/* drafter.c: the public drafter handles (specdec_drafter_init_*), the CPU target wrapper and the
- * draft-token choice shared by the drafters that have logits. */
+/* drafter.c: the public drafter handles (specdec_drafter_init_*), the CPU target wrapper (and
+ * specdec_spec_generate, which runs the backend-neutral round of round.c on it) and the draft-token
+ * choice shared by the drafters that have logits. */
 #include "spec/drafter.h"
+#include "spec/spec_internal.h"
 #include "model/ctx.h"
 #include "sample/rng.h"
 #include "util/err.h"
@@ -90,3 +92,17 @@ void specdec_drafter_free(specdec_drafter *d) {
 }
 
 const char *specdec_drafter_name(const specdec_drafter *d) { return d && d->vt ? d->vt->name : "none"; }
+
+/* The public entry: the round (round.c) on a CPU ctx. */
+specdec_status specdec_spec_generate(specdec_ctx *c, specdec_drafter *d, const specdec_tokenizer *tok,
+                                     const int32_t *prompt, int n_prompt, const specdec_gen_params *gp,
+                                     const specdec_spec_params *spp, int32_t **out_ids, int *n_out,
+                                     specdec_spec_stats *stats, specdec_err *err) {
+    if (out_ids) *out_ids = NULL;
+    if (n_out) *n_out = 0;
+    if (!c) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_spec_generate: NULL ctx");
+    sd_target t;
+    sd_target_cpu(&t, c);
+    return sd_spec_generate_target(&t, c->model, d, tok, prompt, n_prompt, gp, spp, out_ids, n_out, stats, err);
+}
+

@@ -11,7 +11,6 @@
  * Every phase is timed with one clock; residual = round - phases (bookkeeping between them). */
 #include "spec/spec_internal.h"
 #include "gen/emit.h"
-#include "model/ctx.h"
 #include "sample/rng.h"
 #include "util/err.h"
 #include <stdio.h>
@@ -173,21 +172,21 @@ static specdec_status rs_alloc(rs *r, specdec_err *err) {
     return SPECDEC_OK;
 }
 
-specdec_status specdec_spec_generate(specdec_ctx *c, specdec_drafter *d, const specdec_tokenizer *tok,
-                                     const int32_t *prompt, int n_prompt, const specdec_gen_params *gp,
-                                     const specdec_spec_params *spp, int32_t **out_ids, int *n_out,
-                                     specdec_spec_stats *stats, specdec_err *err) {
+specdec_status sd_spec_generate_target(const sd_target *tgt, const specdec_model *model, specdec_drafter *d,
+                                       const specdec_tokenizer *tok, const int32_t *prompt, int n_prompt,
+                                       const specdec_gen_params *gp, const specdec_spec_params *spp,
+                                       int32_t **out_ids, int *n_out, specdec_spec_stats *stats, specdec_err *err) {
     specdec_spec_params spdef = specdec_spec_default_params();
     const specdec_spec_params *sp = spp ? spp : &spdef;
     if (out_ids) *out_ids = NULL;
     if (n_out) *n_out = 0;
-    if (!c || !gp || (!prompt && n_prompt > 0))
+    if (!tgt || !gp || (!prompt && n_prompt > 0))
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_spec_generate: NULL argument");
     if (n_prompt <= 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "the prompt is empty");
     if (gp->max_tokens < 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "max_tokens %d is negative", gp->max_tokens);
-    if (n_prompt >= c->rt.n_ctx)
+    if (n_prompt >= tgt->n_ctx)
         return sd_fail(err, SPECDEC_ERR_CONTEXT, "prompt of %d tokens does not fit the context of %d tokens",
-                       n_prompt, c->rt.n_ctx);
+                       n_prompt, tgt->n_ctx);
     if (sp->block_size != 0 && (sp->block_size < 2 || sp->block_size > SPECDEC_SPEC_MAX_DEPTH))
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "block size %d not in 2..%d (or 0 = auto)", sp->block_size,
                        SPECDEC_SPEC_MAX_DEPTH);
@@ -201,7 +200,7 @@ specdec_status specdec_spec_generate(specdec_ctx *c, specdec_drafter *d, const s
     rs r;
     memset(&r, 0, sizeof r);
     r.d = d; r.gp = gp; r.sp = &gp->sampling; r.s = &s;
-    sd_target_cpu(&r.t, c);
+    r.t = *tgt;
     r.V = r.t.vocab; r.H = r.t.hidden;
     r.kmax = sp->block_size ? sp->block_size : SD_AUTO_MAX_W;
     if (r.kmax > r.t.max_batch) r.kmax = r.t.max_batch;
@@ -212,7 +211,7 @@ specdec_status specdec_spec_generate(specdec_ctx *c, specdec_drafter *d, const s
     sd_draft_mode mode = greedy ? SD_DRAFT_GREEDY : rejection ? SD_DRAFT_SAMPLE : SD_DRAFT_SEEDED;
     bool has_q = d && rejection && d->vt->supports_sampling;
 
-    specdec_status st = sd_emitter_init(&r.em, tok, c->model, gp, err);
+    specdec_status st = sd_emitter_init(&r.em, tok, model, gp, err);
     if (st == SPECDEC_OK) st = rs_alloc(&r, err);
     for (int i = 0; st == SPECDEC_OK && has_q && i < r.kmax; i++) st = sd_dist_init(&r.q[i], r.V, err);
     if (st == SPECDEC_OK && d) {
@@ -230,8 +229,8 @@ specdec_status specdec_spec_generate(specdec_ctx *c, specdec_drafter *d, const s
     s.gen.stop_reason = SD_STOP_BUDGET;
     double t_pf = sd_now_ms(), t_dec = t_pf;
     if (st == SPECDEC_OK) {
-        c->n_past = 0;
-        if (d) {
+        st = r.t.truncate(r.t.impl, 0, err);   /* a fresh sequence, as classic decoding starts */
+        if (st == SPECDEC_OK && d) {
             double t0 = sd_now_ms();
             st = d->vt->prefill(d, prompt, n_prompt, err);
             s.drafter_prefill_ms += sd_now_ms() - t0;

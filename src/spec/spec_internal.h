@@ -17,4 +17,11 @@ void sd_auto_update(sd_auto *a, int width, int emitted, double ms);
 /* The width with the best measured rate (1 when nothing measured). */
 int sd_auto_best(const sd_auto *a);
 
+/* The whole speculative generation on any backend's target (specdec_spec_generate wraps a CPU
+ * ctx into one). model supplies the EOS ids of config.json to the emitter (may be NULL). */
+specdec_status sd_spec_generate_target(const sd_target *t, const specdec_model *model, specdec_drafter *d,
+                                       const specdec_tokenizer *tok, const int32_t *prompt, int n_prompt,
+                                       const specdec_gen_params *gp, const specdec_spec_params *sp,
+                                       int32_t **out_ids, int *n_out, specdec_spec_stats *stats, specdec_err *err);
+
 #endif
