@@ -234,7 +234,11 @@ specdec_status specdec_generate(specdec_ctx *c, const specdec_tokenizer *tok,
  * the seeded sampling mode, the output is byte-identical to specdec_generate on the same ctx.
  *
  * A drafter is bound to one target ctx at a time (it shares the ctx's thread pool and keeps its
- * own KV cache); use one drafter per ctx, never the same drafter from two threads at once. */
+ * own KV cache); use one drafter per ctx, never the same drafter from two threads at once.
+ * Rejection sampling with a fixed block size is reproducible for a seed; with block_size = 0
+ * (auto) the widths follow measured speed, so the sample drawn (never its distribution) may vary
+ * from run to run. Greedy and seeded output never depends on the width. The exactness probe's
+ * result is cached on the drafter per (model, kernels, threads, KV dtype). */
 
 typedef struct specdec_drafter specdec_drafter;
 
