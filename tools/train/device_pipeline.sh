@@ -89,7 +89,7 @@ pipeline() {  # WORK SMOKE
   run_stage "$W" target python3 $T/train_target.py --data "$W/data" --work "$W" $SM ${TARGET_ARGS:-}
   run_stage "$W" mtp python3 $T/train_mtp.py --data "$W/data" --work "$W" $SM ${MTP_ARGS:-}
   run_stage "$W" export python3 $T/export.py --work "$W" --corpus "$CORPUS" --prompts "$PROMPTS"
-  run_stage "$W" eval python3 $T/eval_mtp.py --model "$W/export" --prompts "$PROMPTS" --out "$W/export/mtp_eval.json" $EVARGS
+  run_stage "$W" eval python3 $T/eval_mtp.py --model "$W/export" --prompts "$PROMPTS" --out "$W/export/mtp_eval.json" $EVARGS ${EVAL_ARGS:-}
   run_stage "$W" package package "$W"
   echo "done $(date +%H:%M:%S)" > "$W/status"
 }
