@@ -6,9 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg in build-essential cmake pkg-config libpcre2-dev libjansson-dev libutf8proc-dev libmicrohttpd-dev nodejs npm curl xz-utils; do
+# Libraries: by Debian package. Tools: by command, since a machine may carry its own Node.js/npm
+# (Debian's npm package then conflicts with it).
+for pkg in build-essential pkg-config libpcre2-dev libjansson-dev libutf8proc-dev libmicrohttpd-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
+command -v cmake >/dev/null || need+=(cmake)
+command -v curl >/dev/null || need+=(curl)
+command -v xz >/dev/null || need+=(xz-utils)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
