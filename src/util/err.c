@@ -43,6 +43,9 @@ specdec_status sd_err_prefix(specdec_err *err, const char *fmt, ...) {
     vsnprintf(head, sizeof head, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", head, old);
+    /* Both parts together may exceed msg: the tail of the old message is what gets cut. */
+    int n = snprintf(err->msg, sizeof err->msg, "%s: ", head);
+    if (n > 0 && (size_t)n < sizeof err->msg)
+        snprintf(err->msg + n, sizeof err->msg - (size_t)n, "%.*s", (int)(sizeof err->msg - (size_t)n - 1), old);
     return err->status;
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 static bool write_text(const char *s, size_t n, void *user) {
-    (void)user;
+    *(bool *)user = true;
     fwrite(s, 1, n, stdout);
     fflush(stdout);
     return true;
@@ -65,7 +65,9 @@ int cmd_run(int argc, char **argv) {
     }
     if (!dir || !prompt) return cli_fail("run needs -m DIR and -p TEXT");
     gp.stop = stops; gp.n_stop = n_stop;
+    bool wrote = false;
     gp.on_text = write_text;
+    gp.user = &wrote;
 
     specdec_err err = {0};
     specdec_tokenizer *tok = NULL;
@@ -88,7 +90,7 @@ int cmd_run(int argc, char **argv) {
                             : specdec_generate(ctx, tok, ids, (int)n_ids, &gp, NULL, NULL, &st, &err);
     if (dr) st = ss.gen;
     if (gst) {
-        fputc('\n', stdout);
+        if (wrote) fputc('\n', stdout);   /* end a partly streamed line; print nothing otherwise */
         rc = cli_fail_err(&err);
         goto done;
     }

@@ -31,9 +31,11 @@ int cmd_tokenize(int argc, char **argv) {
     } else {
         json_error_t je;
         json_t *arr = json_loads(text, 0, &je);
-        if (!arr || !json_is_array(arr)) {
-            rc = cli_fail("--decode: -p must be a JSON array of token ids (%s at column %d)",
-                          arr ? "not an array" : je.text, je.column);
+        if (!arr) {
+            rc = cli_fail("--decode: -p must be a JSON array of token ids (%s at column %d)", je.text, je.column);
+        } else if (!json_is_array(arr)) {
+            rc = cli_fail("--decode: -p must be a JSON array of token ids, not a JSON %s",
+                          json_is_object(arr) ? "object" : "scalar");
         } else {
             size_t n = json_array_size(arr);
             int32_t *ids = malloc(sizeof *ids * (n ? n : 1));
