@@ -278,7 +278,9 @@ specdec_spec_params specdec_spec_default_params(void);
 #define SPECDEC_SPEC_MAX_DEPTH 16
 
 typedef struct specdec_spec_stats {
-    specdec_gen_stats gen;           /* the same fields specdec_generate fills */
+    specdec_gen_stats gen;           /* the same fields specdec_generate fills; gen.decode_ms is the
+                                      * wall time after the prefill minus probe_ms (the one-time
+                                      * exactness probe is not decoding; classic has none) */
     bool speculated;                 /* false when speculation was declined (classic ran) */
     int probe;                       /* 1 passed, 0 failed, -1 not run (result was cached: see probe_cached) */
     bool probe_cached;               /* the probe result came from an earlier call on this ctx */

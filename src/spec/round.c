@@ -359,7 +359,9 @@ specdec_status sd_spec_generate_target(const sd_target *tgt, const specdec_model
     }
     if (st == SPECDEC_OK) sd_emit_finish(&r.em);
     double t_end = sd_now_ms();
-    s.gen.decode_ms = t_end - t_dec;
+    /* decode time is the generation's own: the one-time exactness probe runs inside this span
+     * (after the first token) but is reported apart (probe_ms), as classic decoding has none */
+    s.gen.decode_ms = t_end - t_dec - s.probe_ms;
     s.gen.generated_tokens = r.em.n_ids;
     if (s.gen.prefill_ms > 0) s.gen.prefill_tok_s = s.gen.prompt_tokens / (s.gen.prefill_ms / 1e3);
     if (s.gen.decode_ms > 0 && s.gen.generated_tokens > 1)

@@ -25,6 +25,7 @@ void specdec_spec_stats_summary(const specdec_spec_stats *s, char *buf, size_t n
        per_round(s->finalize_ms, s->rounds), per_round(s->accept_ms, s->rounds),
        per_round(s->residual_ms, s->rounds), per_round(s->round_ms, s->rounds));
     AP("; probe %s%s", s->probe == 1 ? "passed" : s->probe == 0 ? "FAILED" : "not run", s->probe_cached ? " (cached)" : "");
+    if (s->probe_ms > 0) AP(" in %.1f ms (not in decode)", s->probe_ms);
     if (s->inexact) AP(" INEXACT (allow_inexact)");
     if (!s->block_size) AP("; auto width %d", s->auto_width);
     if (s->profiled) {
