@@ -259,8 +259,20 @@ static void fast_silu_mul(float *g, const float *u, int n, int T) {
     for (size_t i = 0; i < (size_t)n * T; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+/* NEON element-wise kernels (ops_neon.c, aarch64 builds only); elsewhere the neon set is
+ * never handed out (level_supported), so the portable ones just fill its slots. */
+#if defined(__aarch64__) || defined(_M_ARM64)
+void sd_neon_rope(float *x, int T, int n_heads, int hd, int pos0, const float *cos_t, const float *sin_t);
+void sd_neon_silu_mul(float *g, const float *u, int n, int T);
+#define NEON_ROPE sd_neon_rope
+#define NEON_SILU sd_neon_silu_mul
+#else
+#define NEON_ROPE fast_rope
+#define NEON_SILU fast_silu_mul
+#endif
+
 /* ---------------------------------------------------------------- op sets per level */
-#define LEVEL_OPS(L, ISAFN) \
+#define LEVEL_OPS(L, ISAFN, ROPE, SILU) \
     static void mm_##L(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T, sd_pool *p) { \
         fast_matmul(ISAFN(), W, x, ldx, y, ldy, T, p); } \
     static void rms_##L(float *out, const float *x, const float *w, int n, int T, float eps) { \
@@ -269,12 +281,12 @@ static void fast_silu_mul(float *g, const float *u, int n, int T) {
     static void attn_##L(const sd_attn_shape *s, const sd_kv_layer *kv, const float *q, float *out, int T, \
                          int pos0, float *scratch, sd_pool *p) { \
         fast_attention(ISAFN(), s, kv, q, out, T, pos0, scratch, p); } \
-    static const sd_ops ops_##L = {#L, mm_##L, rms_##L, fast_rope, fast_silu_mul, attn_##L};
+    static const sd_ops ops_##L = {#L, mm_##L, rms_##L, ROPE, SILU, attn_##L};
 
-LEVEL_OPS(avx512, sd_isa_avx512)
-LEVEL_OPS(avx2, sd_isa_avx2)
-LEVEL_OPS(neon, sd_isa_neon)
-LEVEL_OPS(scalar, sd_isa_portable)
+LEVEL_OPS(avx512, sd_isa_avx512, fast_rope, fast_silu_mul)
+LEVEL_OPS(avx2, sd_isa_avx2, fast_rope, fast_silu_mul)
+LEVEL_OPS(neon, sd_isa_neon, NEON_ROPE, NEON_SILU)
+LEVEL_OPS(scalar, sd_isa_portable, fast_rope, fast_silu_mul)
 
 static int level_supported(const char *level) {
     if (strcmp(level, "scalar") == 0 || strcmp(level, "portable") == 0) return 1;
@@ -286,7 +298,7 @@ static int level_supported(const char *level) {
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 #endif
 #if defined(__aarch64__) || defined(_M_ARM64)
-    if (strcmp(level, "neon") == 0) return sd_isa_neon() != NULL; /* NULL until the NEON port lands */
+    if (strcmp(level, "neon") == 0) return sd_isa_neon() != NULL; /* Advanced SIMD is baseline on AArch64 */
 #endif
     return 0;
 }

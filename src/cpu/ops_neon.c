@@ -266,6 +266,74 @@ static void attn_one(const float *q, const void *k, const void *v, size_t stride
     }
 }
 
+/* ---- element-wise: rope and silu_mul (called by ops_fast.c's neon op set) ---- */
+/* RoPE, NeoX rotate_half, shapes as in ops.h. Deliberately unfused (mul, mul, sub / add, as the
+ * C in ops_fast.c under -std=c11), so every lane and the scalar tail give the portable bits. */
+void sd_neon_rope(float *x, int T, int n_heads, int hd, int pos0, const float *cos_t, const float *sin_t) {
+    const int half = hd / 2;
+    for (int t = 0; t < T; t++) {
+        const float *c = cos_t + (size_t)(pos0 + t) * half, *s = sin_t + (size_t)(pos0 + t) * half;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)t * n_heads * hd + (size_t)h * hd;
+            int i = 0;
+            for (; i + 4 <= half; i += 4) {
+                float32x4_t x1 = vld1q_f32(v + i), x2 = vld1q_f32(v + i + half);
+                float32x4_t cv = vld1q_f32(c + i), sv = vld1q_f32(s + i);
+                vst1q_f32(v + i, vsubq_f32(vmulq_f32(x1, cv), vmulq_f32(x2, sv)));
+                vst1q_f32(v + i + half, vaddq_f32(vmulq_f32(x2, cv), vmulq_f32(x1, sv)));
+            }
+            for (; i < half; i++) {
+                float x1 = v[i], x2 = v[i + half];
+                v[i] = x1 * c[i] - x2 * s[i];
+                v[i + half] = x2 * c[i] + x1 * s[i];
+            }
+        }
+    }
+}
+
+/* e^x for 4 lanes: x = n ln2 + r (n = round(x / ln2), r by two fused steps with a split ln2),
+ * e^r by its Taylor series to degree 7 (|r| <= ln2/2: truncation < 2^-27 relative), times
+ * 2^n applied as 2^(n/2) * 2^(n - n/2) so that overflow gives inf and underflow 0 without a
+ * special case. x is clamped to [-104, 89] first (beyond it e^x is 0 / inf in f32 anyway);
+ * NaN propagates (FMAX/FMIN return NaN). Within ~2 ulp of expf. */
+SD_AINLINE float32x4_t exp4(float32x4_t x) {
+    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-104.0f)), vdupq_n_f32(89.0f));
+    const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+    float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693145751953125f)); /* ln2 high part, exact n*hi */
+    r = vfmsq_f32(r, n, vdupq_n_f32(1.428606765330187e-06f));          /* ln2 - hi */
+    float32x4_t p = vdupq_n_f32(1.0f / 5040.0f);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 720.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 120.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 24.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f / 6.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(0.5f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    int32x4_t ni = vcvtq_s32_f32(n);
+    int32x4_t n1 = vshrq_n_s32(ni, 1), n2 = vsubq_s32(ni, n1);
+    float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
+    float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
+    return vmulq_f32(vmulq_f32(p, s1), s2);
+}
+
+/* g (T, n) = silu(g) * u = g / (1 + e^-g) * u. Every element, the tail included, goes through
+ * exp4 (the tail via a zero-padded copy), so a value never depends on its position or T. */
+SD_AINLINE float32x4_t silu_mul4(float32x4_t g, float32x4_t u) {
+    float32x4_t e = exp4(vnegq_f32(g));
+    return vmulq_f32(vdivq_f32(g, vaddq_f32(vdupq_n_f32(1.0f), e)), u);
+}
+void sd_neon_silu_mul(float *g, const float *u, int n, int T) {
+    const size_t N = (size_t)n * (size_t)T;
+    size_t i = 0;
+    for (; i + 4 <= N; i += 4) vst1q_f32(g + i, silu_mul4(vld1q_f32(g + i), vld1q_f32(u + i)));
+    if (i < N) {
+        int rem = (int)(N - i);
+        float tmp[4];
+        vst1q_f32(tmp, silu_mul4(loadx_part(g + i, rem), loadx_part(u + i, rem)));
+        memcpy(g + i, tmp, (size_t)rem * sizeof(float));
+    }
+}
+
 static const sd_isa isa = {
     .name = "neon",
     .lanes = 4,
