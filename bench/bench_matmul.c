@@ -6,8 +6,13 @@
  * beat the DRAM floor (ratio > 1); that is reported, not hidden.
  * Also prints each T's cost relative to T = 1 of the same shape and kind (the verify-pass
  * amortization speculative decoding depends on).
- * Usage: bench_matmul [threads=2] [samples=9] [shape filter, e.g. 151936] [kind filter, e.g. q4] */
+ * A/B mode (5th argument "ab", x86 with AVX-512 only): every (shape, kind, T) is timed with the
+ * short-row quantized kernel off (A = the row-at-a-time kernel) and on (B = 16-row tiles),
+ * samples interleaved A B A B after a warm-up of each; the two arms must give bitwise the
+ * same y (checked, else the comparison is refused); prints B/A of the medians.
+ * Usage: bench_matmul [threads=2] [samples=9] [shape filter, e.g. 151936] [kind filter, e.g. q4] [ab] */
 #include "cpu/ops.h"
+#include "cpu/ops_internal.h"
 #include "util/dtype.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +89,12 @@ static sd_mat make(const kind *k, int rows, int cols, uint64_t *bytes) {
     return m;
 }
 
+#if defined(__x86_64__) || defined(_M_X64)
+static void set_arm(int on) { sd_avx512_qs_mode = on; }
+#else
+static void set_arm(int on) { (void)on; }
+#endif
+
 static int cmpd(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -92,7 +103,9 @@ static int cmpd(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int nth = argc > 1 ? atoi(argv[1]) : 2;
     int samples = argc > 2 ? atoi(argv[2]) : 9;
-    const char *sfilt = argc > 3 ? argv[3] : NULL, *kfilt = argc > 4 ? argv[4] : NULL;
+    const char *sfilt = argc > 3 && strcmp(argv[3], "-") ? argv[3] : NULL;
+    const char *kfilt = argc > 4 && strcmp(argv[4], "-") ? argv[4] : NULL;
+    const int ab = argc > 5 && strcmp(argv[5], "ab") == 0;
     if (samples < 7) samples = 7;
     sd_pool *p = sd_pool_create(nth);
     if (!p) { fprintf(stderr, "pool\n"); return 1; }
@@ -127,7 +140,47 @@ int main(int argc, char **argv) {
             float *x = (float *)malloc((size_t)16 * cols * 4), *y = (float *)malloc((size_t)16 * rows * 4);
             for (int i = 0; i < 16 * cols; i++) x[i] = rndf();
             double med1 = 0;
-            for (int ti = 0; ti < 5; ti++) {
+            for (int ti = 0; ti < 5 && ab; ti++) {
+                int T = Ts[ti];
+                if (!kinds[ki].bits) break; /* the switch only changes quantized kernels */
+                float *y2 = (float *)malloc((size_t)16 * rows * 4);
+                set_arm(0);
+                F->matmul(&m, x, cols, y, rows, T, p);
+                double t0 = now_s();
+                F->matmul(&m, x, cols, y, rows, T, p);
+                double one = now_s() - t0;
+                set_arm(1);
+                F->matmul(&m, x, cols, y2, rows, T, p);
+                if (memcmp(y, y2, (size_t)T * rows * 4)) {
+                    printf("%-16s %-14s %3d  arms differ bitwise: comparison refused\n", shp, kinds[ki].name, T);
+                    free(y2);
+                    continue;
+                }
+                int reps = one > 2e-3 ? 1 : (int)(2e-3 / (one > 1e-7 ? one : 1e-7)) + 1;
+                double *ts = (double *)malloc((size_t)2 * samples * sizeof(double));
+                for (int s = 0; s < samples; s++)
+                    for (int arm = 0; arm < 2; arm++) {
+                        set_arm(arm);
+                        double a = now_s();
+                        for (int r = 0; r < reps; r++) F->matmul(&m, x, cols, y, rows, T, p);
+                        ts[arm * samples + s] = (now_s() - a) / reps;
+                    }
+                set_arm(1);
+                double med[2];
+                for (int arm = 0; arm < 2; arm++) {
+                    double *v = ts + arm * samples;
+                    qsort(v, (size_t)samples, sizeof(double), cmpd);
+                    med[arm] = v[samples / 2];
+                    printf("%-16s %-14s %3d %10.2f %9.4f %9.4f %9.4f %8.2f %9.2f %7s %s\n", shp, kinds[ki].name, T,
+                           bytes / 1e6, med[arm] * 1e3, v[0] * 1e3, v[samples - 1] * 1e3, bytes / med[arm] / 1e9,
+                           (bytes / bw) / med[arm], "", arm ? "B tiles16" : "A rows");
+                }
+                if (T == 1) med1 = med[1];
+                printf("%-16s %-14s %3d   B/A %.3f   B xT1 %.2f\n", shp, kinds[ki].name, T, med[1] / med[0], med[1] / med1);
+                free(ts);
+                free(y2);
+            }
+            for (int ti = 0; ti < 5 && !ab; ti++) {
                 int T = Ts[ti];
                 /* warm-up, and calls per sample so a sample lasts >= ~2 ms */
                 double t0 = now_s();

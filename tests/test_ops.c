@@ -3,7 +3,9 @@
  *    (for quantized weights |w| is taken as |scale*q| + |bias|, the terms actually summed);
  *  - batch invariance, bit for bit: row t computed inside a block of T in {2,3,4,5,7,8,9,16,17,33,64} equals
  *    the same row computed alone (T = 1);
- *  - thread invariance, bit for bit: pool sizes 1..4 against no pool;
+ *  - thread invariance, bit for bit: pool sizes 1..4 against no pool, at T = 1, 5, 9 (row counts
+ *    that are not multiples of 16 or 8, so thread splits cut the 16-row tiles differently);
+ *  - avx512: the short-row 16-row-tile kernel and the row-at-a-time kernel give the same bits;
  *  - output buffers poisoned with NaN: every element written, padding (ldy > rows) untouched;
  *  - attention over n_ctx ~ 300 for f32/bf16/f16 caches: fast vs ref, block vs single, threads;
  *  - the debug switch breaks block-vs-single equality and restores it when off.
@@ -166,8 +168,8 @@ static void test_matmul_kind(const sd_ops *F, const char *lvl, int rows, int col
 
     /* thread invariance */
     if (do_threads) {
-        static const int Tt[] = {1, 5};
-        for (int k = 0; k < 2; k++) {
+        static const int Tt[] = {1, 5, 9};
+        for (int k = 0; k < 3; k++) {
             int T = Tt[k];
             poison(yr, (size_t)T * ldy);
             F->matmul(W, x, ldx, yr, ldy, T, NULL);
@@ -202,6 +204,48 @@ static void test_matmul(const sd_ops *F, const char *lvl) {
     for (int d = 0; d < 3; d++) test_matmul_kind(F, lvl, 517, 384, 0, 0, DTS[d], 1);
     for (int bits = 4; bits <= 8; bits += 4)
         for (int g = 32; g <= 128; g *= 2) test_matmul_kind(F, lvl, 517, 384, bits, g, DTS[(bits + g) % 3], 1);
+    /* short rows (the LM-head shape class) split over threads: rows = 16k + 13, 16k + 5, 16k + 1,
+     * 16k + 9; plus one long row (cols > 2048, the row-at-a-time kernel) */
+    for (int bits = 4; bits <= 8; bits += 4) {
+        test_matmul_kind(F, lvl, 173, 384, bits, 64, SPECDEC_DTYPE_BF16, 1);
+        test_matmul_kind(F, lvl, 341, 256, bits, 32, SPECDEC_DTYPE_F16, 1);
+        test_matmul_kind(F, lvl, 129, 1024, bits, 64, SPECDEC_DTYPE_F32, 1);
+        test_matmul_kind(F, lvl, 41, 2048, bits, 128, SPECDEC_DTYPE_BF16, 1);
+        test_matmul_kind(F, lvl, 25, 4096, bits, 64, SPECDEC_DTYPE_BF16, 1);
+    }
+}
+
+/* avx512: the 16-row-tile kernel (cols <= 2048) and the row-at-a-time kernel must agree bit
+ * for bit, every row count / T / pool size, so that choosing between them never shows. */
+static void test_kernel_switch(const sd_ops *F) {
+#if defined(__x86_64__) || defined(_M_X64)
+    static const int shp[][4] = {{173, 384, 4, 64}, {37, 384, 8, 64}, {341, 256, 4, 32}, {129, 1024, 4, 32},
+                                 {41, 2048, 8, 128}, {19, 128, 4, 128}, {1, 64, 4, 64}};
+    static const int Ts[] = {1, 2, 7, 8, 9, 17};
+    for (int si = 0; si < (int)(sizeof shp / sizeof shp[0]); si++) {
+        int rows = shp[si][0], cols = shp[si][1];
+        tmat tm = make_mat(rows, cols, shp[si][2], shp[si][3], DTS[si % 3]);
+        char nm[96];
+        kind_name(&tm.m, nm, sizeof nm);
+        float *x = (float *)malloc((size_t)17 * cols * 4), *ya = (float *)malloc((size_t)17 * rows * 4),
+              *yb = (float *)malloc((size_t)17 * rows * 4);
+        for (int i = 0; i < 17 * cols; i++) x[i] = rndf(0.01f, 1.0f);
+        for (int k = 0; k < (int)(sizeof Ts / sizeof Ts[0]); k++)
+            for (int n = 1; n <= 3; n++) {
+                int T = Ts[k];
+                poison(ya, (size_t)T * rows); poison(yb, (size_t)T * rows);
+                sd_avx512_qs_mode = 0;
+                F->matmul(&tm.m, x, cols, ya, rows, T, pools[n]);
+                sd_avx512_qs_mode = 1;
+                F->matmul(&tm.m, x, cols, yb, rows, T, pools[4 - n]);
+                CHECK(memcmp(ya, yb, (size_t)T * rows * 4) == 0, "avx512 %s T=%d: tile kernel differs from row kernel", nm, T);
+            }
+        free(x); free(ya); free(yb);
+        free_mat(&tm);
+    }
+#else
+    (void)F;
+#endif
 }
 
 static void test_debug_switch(const sd_ops *F, const char *lvl) {
@@ -388,6 +432,7 @@ int main(void) {
         if (!F) { fprintf(stderr, "level %s: not supported here, skipped\n", levels[i]); continue; }
         fprintf(stderr, "level %s\n", levels[i]);
         test_matmul(F, levels[i]);
+        if (strcmp(levels[i], "avx512") == 0) test_kernel_switch(F);
         test_debug_switch(F, levels[i]);
         test_rowwise(F, levels[i]);
         test_attention(F, levels[i]);

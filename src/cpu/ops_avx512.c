@@ -167,6 +167,150 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
     }
 }
 
+/* ---- short quantized rows (cols <= QS_MAXCOLS): tiles of 16 rows ----
+ * Per (row, token) the arithmetic is exactly that of quant_rows above: acc over the blocks in
+ * order (two chains per block, then one FMA by the lane scales), bacc = bias term per super-block,
+ * then the 16 lanes of acc + bacc summed by hsum16's tree (l + l+8, + l+4, + l+2, + l+1).
+ * What changes is where the per-row work goes: the tile's 16 x ng scales and biases are
+ * converted to f32 once (contiguous vectors, not one short masked load per row), and the 16
+ * rows' lane sums are finished together by a transpose-and-add network (45 shuffles/adds for
+ * 16 rows, one vector store) that applies hsum16's tree to every row. A lane of the network's
+ * output depends only on its own row's vector, so a partial tile (rows past the end are zero
+ * vectors) gives every row the same bits as a full one: there is no separate remainder path.
+ * Tokens go in tiles of up to QS_NT sharing one unpack of the weights; each token keeps its own
+ * accumulators, so its instruction sequence is the one it gets alone. */
+/* Bench A/B switch (bit 0: short-row tiles on). Both settings give the same bits. */
+int sd_avx512_qs_mode = 1;
+#define QS_R 16
+#define QS_NT 8
+#define QS_MAXCOLS 2048
+
+/* y[0..15] (masked by m) = hsum16 of v[0..15], row by row, all at once. */
+SD_AINLINE void tree16_store(const __m512 *v, float *y, __mmask16 m) {
+    /* level 1, pairs (i, i+4): chunks 0-1 = row i's s_l = v_l + v_l+8, chunks 2-3 = row i+4's */
+    static const int p1[8] = {0, 1, 2, 3, 8, 9, 10, 11};
+    __m512 w[8];
+    for (int j = 0; j < 8; j++) {
+        __m512 x0 = v[p1[j]], x1 = v[p1[j] + 4];
+        w[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x0, x1, 0x44), _mm512_shuffle_f32x4(x0, x1, 0xEE));
+    }
+    /* level 2: a_l = s_l + s_l+4; X holds rows 0,4,8,12 (one per 128-bit chunk), Y 1,5,9,13, ... */
+    __m512 u[4];
+    for (int j = 0; j < 4; j++)
+        u[j] = _mm512_add_ps(_mm512_shuffle_f32x4(w[j], w[j + 4], 0x88), _mm512_shuffle_f32x4(w[j], w[j + 4], 0xDD));
+    /* level 3: b_l = a_l + a_l+2; chunk c of h0 = rows 4c, 4c+1 (2 lanes each), h1 = 4c+2, 4c+3 */
+    __m512 h0 = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 h1 = _mm512_add_ps(_mm512_shuffle_ps(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* level 4: b_0 + b_1; lane 4c + j = row 4c + j */
+    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(h0, h1, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(h0, h1, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm512_mask_storeu_ps(y, m, r);
+}
+
+/* n elements of dt at src -> f32 at dst, in 16-wide vectors (dst rounded up to 16, tail 0). */
+SD_AINLINE void groups_to_f32(specdec_dtype dt, const void *src, size_t e0, int n, float *dst) {
+    for (int e = 0; e < n; e += 16) {
+        int rem = n - e;
+        __mmask16 m = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
+        _mm512_storeu_ps(dst + e, load_groups16(dt, src, e0 + (size_t)e, m));
+    }
+}
+
+/* One tile of nr <= 16 rows from rt, tokens t0..t0+NT-1; sb/bb = the tile's f32 scales/biases. */
+SD_AINLINE void qs_tile(const sd_mm_args *a, int rt, int nr, int t0, const int NT, const int bits,
+                        const float *sb, const float *bb) {
+    const sd_mat *W = a->W;
+    const int E = 32 / bits, BE = 16 * E, cols = W->cols, g = W->group;
+    const int nw = cols / E, nb = (nw + 15) / 16, ng = cols / g;
+    const int bps = 16 * g / BE;
+    const int32_t *idxt = a->gidx;
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i m8 = _mm512_set1_epi32(0xFF);
+    const float *xp[QS_NT], *xs[QS_NT];
+    for (int t = 0; t < NT; t++) {
+        xp[t] = a->xp + (size_t)(t0 + t) * a->ldxp;
+        xs[t] = a->xs + (size_t)(t0 + t) * a->ldxs;
+    }
+    __m512 rs[QS_NT][QS_R]; /* per token, per row: acc + bacc, the vector hsum16 takes */
+    for (int i = 0; i < nr; i++) {
+        const uint32_t *wr = (const uint32_t *)W->w + (size_t)(rt + i) * nw;
+        __m512 acc[QS_NT], bacc[QS_NT];
+        for (int t = 0; t < NT; t++) { acc[t] = _mm512_setzero_ps(); bacc[t] = _mm512_setzero_ps(); }
+        for (int gs = 0, b0 = 0; gs < ng; gs += 16, b0 += bps) {
+            const int ngs = ng - gs < 16 ? ng - gs : 16;
+            const __mmask16 gm = (__mmask16)(ngs == 16 ? 0xFFFFu : (1u << ngs) - 1u);
+            const int b1 = b0 + bps < nb ? b0 + bps : nb;
+            const __m512 S = _mm512_maskz_loadu_ps(gm, sb + (size_t)i * ng + gs);
+            for (int b = b0; b < b1; b++) {
+                int remw = nw - b * 16;
+                __mmask16 m = remw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remw) - 1u);
+                __m512i wv = _mm512_maskz_loadu_epi32(m, wr + b * 16);
+                __m512 sv = _mm512_permutexvar_ps(_mm512_loadu_si512(idxt + (b - b0) * 16), S);
+                __m512 q[8];
+                if (bits == 4) {
+                    q[0] = _mm512_permutexvar_ps(wv, iota);
+                    for (int k = 1; k < 8; k++) q[k] = _mm512_permutexvar_ps(_mm512_srli_epi32(wv, 4 * k), iota);
+                } else {
+                    q[0] = _mm512_cvtepi32_ps(_mm512_and_si512(wv, m8));
+                    q[1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 8), m8));
+                    q[2] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 16), m8));
+                    q[3] = _mm512_cvtepi32_ps(_mm512_srli_epi32(wv, 24));
+                }
+                for (int t = 0; t < NT; t++) {
+                    const float *xb = xp[t] + (size_t)b * BE;
+                    __m512 p0 = _mm512_mul_ps(q[0], _mm512_loadu_ps(xb));
+                    __m512 p1 = _mm512_mul_ps(q[1], _mm512_loadu_ps(xb + 16));
+                    for (int k = 2; k < E; k += 2) {
+                        p0 = _mm512_fmadd_ps(q[k], _mm512_loadu_ps(xb + 16 * k), p0);
+                        p1 = _mm512_fmadd_ps(q[k + 1], _mm512_loadu_ps(xb + 16 * (k + 1)), p1);
+                    }
+                    acc[t] = _mm512_fmadd_ps(_mm512_add_ps(p0, p1), sv, acc[t]);
+                }
+            }
+            const __m512 B = _mm512_maskz_loadu_ps(gm, bb + (size_t)i * ng + gs);
+            for (int t = 0; t < NT; t++) bacc[t] = _mm512_fmadd_ps(B, _mm512_loadu_ps(xs[t] + gs), bacc[t]);
+        }
+        for (int t = 0; t < NT; t++) rs[t][i] = _mm512_add_ps(acc[t], bacc[t]);
+    }
+    for (int i = nr; i < QS_R; i++)
+        for (int t = 0; t < NT; t++) rs[t][i] = _mm512_setzero_ps();
+    const __mmask16 om = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
+    for (int t = 0; t < NT; t++) tree16_store(rs[t], a->y + (size_t)(t0 + t) * a->ldy + rt, om);
+}
+
+SD_AINLINE void qs_rows(const sd_mm_args *a, int r0, int r1, const int bits, specdec_dtype dt) {
+    const sd_mat *W = a->W;
+    const int ng = W->cols / W->group;
+    /* the tile's scales and biases as f32: 16 rows x ng groups (ng <= QS_MAXCOLS / 32) */
+    float sb[QS_R * (QS_MAXCOLS / 32) + 16], bb[QS_R * (QS_MAXCOLS / 32) + 16];
+    for (int rt = r0; rt < r1; rt += QS_R) {
+        const int nr = r1 - rt < QS_R ? r1 - rt : QS_R;
+        groups_to_f32(dt, W->scales, (size_t)rt * ng, nr * ng, sb);
+        groups_to_f32(dt, W->biases, (size_t)rt * ng, nr * ng, bb);
+        int t = 0;
+        for (; t + QS_NT <= a->T; t += QS_NT) qs_tile(a, rt, nr, t, QS_NT, bits, sb, bb);
+        switch (a->T - t) {
+        case 7: qs_tile(a, rt, nr, t, 7, bits, sb, bb); break;
+        case 6: qs_tile(a, rt, nr, t, 6, bits, sb, bb); break;
+        case 5: qs_tile(a, rt, nr, t, 5, bits, sb, bb); break;
+        case 4: qs_tile(a, rt, nr, t, 4, bits, sb, bb); break;
+        case 3: qs_tile(a, rt, nr, t, 3, bits, sb, bb); break;
+        case 2: qs_tile(a, rt, nr, t, 2, bits, sb, bb); break;
+        case 1: qs_tile(a, rt, nr, t, 1, bits, sb, bb); break;
+        default: break;
+        }
+    }
+}
+#define QS_FN(name, BITS, DT) static void name(const sd_mm_args *a, int r0, int r1) { qs_rows(a, r0, r1, BITS, DT); }
+QS_FN(qs_q4_f32, 4, SPECDEC_DTYPE_F32)
+QS_FN(qs_q4_f16, 4, SPECDEC_DTYPE_F16)
+QS_FN(qs_q4_bf16, 4, SPECDEC_DTYPE_BF16)
+QS_FN(qs_q8_f32, 8, SPECDEC_DTYPE_F32)
+QS_FN(qs_q8_f16, 8, SPECDEC_DTYPE_F16)
+QS_FN(qs_q8_bf16, 8, SPECDEC_DTYPE_BF16)
+
 /* Instantiate one kernel per (kind, NT) so the inner loops unroll with constants. Rows go in
  * tiles of 8 with every token tile applied to a row tile before moving on, so a tile's
  * weights are read from memory once and reused from cache for T > 4. */
@@ -205,8 +349,12 @@ static void mm_rows(const sd_mm_args *a, int r0, int r1) {
     static void (*const dense[3])(const sd_mm_args *, int, int) = {mm_f32, mm_f16, mm_bf16};
     static void (*const q4[3])(const sd_mm_args *, int, int) = {mm_q4_f32, mm_q4_f16, mm_q4_bf16};
     static void (*const q8[3])(const sd_mm_args *, int, int) = {mm_q8_f32, mm_q8_f16, mm_q8_bf16};
-    if (W->bits == 4) q4[d](a, r0, r1);
-    else if (W->bits == 8) q8[d](a, r0, r1);
+    static void (*const qs4[3])(const sd_mm_args *, int, int) = {qs_q4_f32, qs_q4_f16, qs_q4_bf16};
+    static void (*const qs8[3])(const sd_mm_args *, int, int) = {qs_q8_f32, qs_q8_f16, qs_q8_bf16};
+    /* short rows: 16-row tiles (same bits per row as quant_rows, chosen by cols alone) */
+    const int qs = W->cols <= QS_MAXCOLS && (sd_avx512_qs_mode & 1);
+    if (W->bits == 4) (qs ? qs4 : q4)[d](a, r0, r1);
+    else if (W->bits == 8) (qs ? qs8 : q8)[d](a, r0, r1);
     else dense[d](a, r0, r1);
 }
 

@@ -59,6 +59,10 @@ const sd_isa *sd_isa_portable(void);
  * or build cannot run it. Tests use this to check every level the machine supports. */
 const sd_ops *sd_ops_fast_level(const char *level);
 
+/* bench_matmul's A/B switch for the AVX-512 short-row quantized kernel (ops_avx512.c; bit 0 on
+ * by default). Both settings give bitwise the same results; only the speed differs. */
+extern int sd_avx512_qs_mode;
+
 /* The debug switch of sd_ops_debug_break_invariance (read by the dispatcher). */
 extern int sd_ops_dbg_break;
 
