@@ -7,7 +7,9 @@
 # build: ISO C11 (no implicit FMA contraction), -O2, _GNU_SOURCE.
 # Needs: gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user (qemu-aarch64).
 # Env: CC_AARCH64 (default aarch64-linux-gnu-gcc), QEMU (default qemu-aarch64), SYSROOT (default
-#      /usr/aarch64-linux-gnu), SD_TEST_SEED (replay a seed), KEEP=1 keeps the build dir.
+#      /usr/aarch64-linux-gnu), SD_TEST_SEED (replay a seed), KEEP=1 keeps the build dir,
+#      EXTRA_CFLAGS (e.g. "-fsanitize=address,undefined -fno-sanitize-recover=undefined", with
+#      ASAN_OPTIONS=detect_leaks=0: LeakSanitizer cannot run under qemu-user).
 # Exit 0 only when the binary ran, selected "neon" as its fast level, tested the neon level
 # and reported no failure.
 set -u
@@ -25,10 +27,10 @@ cd "$ROOT" || exit 2
 SRCS="src/cpu/ops_fast.c src/cpu/ops_ref.c src/cpu/ops_neon.c src/cpu/pool.c src/util/dtype.c src/util/err.c
       tests/check.c tests/test_ops.c"
 CFLAGS="-std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fno-strict-aliasing
-        -Isrc -Iinclude -Itests -DSPECDEC_SOURCE_DIR_DEFAULT=\"$ROOT\""
+        -Isrc -Iinclude -Itests -DSPECDEC_SOURCE_DIR_DEFAULT=\"$ROOT\" ${EXTRA_CFLAGS:-}"
 echo "run_neon_tests: $CC $(echo $CFLAGS)"
 # shellcheck disable=SC2086
-if ! "$CC" $CFLAGS -o "$B/test_ops" $SRCS -lm -lpthread 2>"$B/cc.log"; then
+if ! "$CC" $CFLAGS -o "$B/test_ops" $SRCS -lm -lpthread ${EXTRA_CFLAGS:-} 2>"$B/cc.log"; then
     cat "$B/cc.log" >&2; echo "run_neon_tests: FAIL: cross build failed" >&2; exit 1
 fi
 [ -s "$B/cc.log" ] && { echo "run_neon_tests: compiler warnings:" >&2; cat "$B/cc.log" >&2; }
