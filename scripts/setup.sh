@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 need=()
 # Libraries: by Debian package. Tools: by command, since a machine may carry its own Node.js/npm
 # (Debian's npm package then conflicts with it).
+# gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user let the test suite check the NEON
+# kernels on x86 (tests/cross/run_neon_tests.sh).
 for pkg in build-essential pkg-config libpcre2-dev libjansson-dev libutf8proc-dev libmicrohttpd-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -16,6 +18,11 @@ command -v curl >/dev/null || need+=(curl)
 command -v xz >/dev/null || need+=(xz-utils)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+if [ "$(uname -m)" = x86_64 ]; then
+  for pkg in gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  done
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo

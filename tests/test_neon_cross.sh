@@ -8,7 +8,7 @@
 set -u
 SRC=${SPECDEC_SOURCE_DIR:?}
 case "$(uname -m)" in
-aarch64 | arm64) echo "native aarch64: the neon level is checked by test_ops itself"; exit 0 ;;
+aarch64 | arm64) echo "native aarch64: the neon level is checked by test_ops itself"; exit 77 ;;
 esac
 missing=""
 for tool in aarch64-linux-gnu-gcc aarch64-linux-gnu-objdump qemu-aarch64; do
@@ -17,6 +17,6 @@ done
 [ -d /usr/aarch64-linux-gnu/lib ] || missing="$missing /usr/aarch64-linux-gnu/lib(libc6-dev-arm64-cross)"
 if [ -n "$missing" ]; then
     echo "cross tools absent:$missing: NEON not checked"
-    exit 0
+    exit 77   # ctest: skipped (SKIP_RETURN_CODE), never a silent pass
 fi
 exec bash "$SRC/tests/cross/run_neon_tests.sh"
