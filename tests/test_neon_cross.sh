@@ -2,7 +2,7 @@
 # test_neon_cross.sh: ctest entry for the NEON kernels on x86. Runs tests/cross/run_neon_tests.sh
 # (test_ops cross-built for aarch64, run under qemu-aarch64) when the cross tools are installed,
 # and fails when that fails. When they are absent it prints "cross tools absent: NEON not
-# checked" and exits 0: that is a skip, not a pass (scripts/setup.sh should install
+# checked" and exits 77, which ctest reports as skipped (scripts/setup.sh should install
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross and qemu-user so CI always runs it).
 # On an aarch64 host the native test_ops already tests the neon level.
 set -u
