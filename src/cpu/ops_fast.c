@@ -240,24 +240,10 @@ static void fast_attention(const sd_isa *isa, const sd_attn_shape *s, const sd_k
 }
 
 /* ---------------------------------------------------------------- element-wise ops */
-static void fast_rope(float *x, int T, int n_heads, int hd, int pos0, const float *cos_t, const float *sin_t) {
-    int half = hd / 2;
-    for (int t = 0; t < T; t++) {
-        const float *c = cos_t + (size_t)(pos0 + t) * half, *s = sin_t + (size_t)(pos0 + t) * half;
-        for (int h = 0; h < n_heads; h++) {
-            float *v = x + (size_t)t * n_heads * hd + (size_t)h * hd;
-            for (int i = 0; i < half; i++) {
-                float x1 = v[i], x2 = v[i + half];
-                v[i] = x1 * c[i] - x2 * s[i];
-                v[i + half] = x2 * c[i] + x1 * s[i];
-            }
-        }
-    }
-}
-
-static void fast_silu_mul(float *g, const float *u, int n, int T) {
-    for (size_t i = 0; i < (size_t)n * T; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
+/* rope and silu_mul: the x86 levels use the scalar reference itself (element-wise, exact,
+ * not worth a SIMD copy yet); NEON has its own. */
+#define fast_rope sd_ref_rope
+#define fast_silu_mul sd_ref_silu_mul
 
 /* NEON element-wise kernels (ops_neon.c, aarch64 builds only); elsewhere the neon set is
  * never handed out (level_supported), so the portable ones just fill its slots. */

@@ -66,4 +66,9 @@ extern int sd_avx512_qs_mode;
 /* The debug switch of sd_ops_debug_break_invariance (read by the dispatcher). */
 extern int sd_ops_dbg_break;
 
+/* The scalar element-wise references (ops_ref.c), shared by the fast levels that have no
+ * SIMD version of them. */
+void sd_ref_rope(float *x, int T, int n_heads, int hd, int pos0, const float *cos_t, const float *sin_t);
+void sd_ref_silu_mul(float *g, const float *u, int n, int T);
+
 #endif

@@ -52,7 +52,7 @@ static void ref_rmsnorm(float *out, const float *x, const float *w, int n, int T
     }
 }
 
-static void ref_rope(float *x, int T, int n_heads, int hd, int pos0, const float *cos_t, const float *sin_t) {
+void sd_ref_rope(float *x, int T, int n_heads, int hd, int pos0, const float *cos_t, const float *sin_t) {
     int half = hd / 2;
     for (int t = 0; t < T; t++) {
         const float *c = cos_t + (size_t)(pos0 + t) * half, *s = sin_t + (size_t)(pos0 + t) * half;
@@ -67,7 +67,7 @@ static void ref_rope(float *x, int T, int n_heads, int hd, int pos0, const float
     }
 }
 
-static void ref_silu_mul(float *g, const float *u, int n, int T) {
+void sd_ref_silu_mul(float *g, const float *u, int n, int T) {
     for (size_t i = 0; i < (size_t)n * T; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
@@ -139,8 +139,8 @@ static const sd_ops ref_ops = {
     .name = "ref",
     .matmul = ref_matmul,
     .rmsnorm = ref_rmsnorm,
-    .rope = ref_rope,
-    .silu_mul = ref_silu_mul,
+    .rope = sd_ref_rope,
+    .silu_mul = sd_ref_silu_mul,
     .attention = ref_attention,
 };
 
