@@ -153,34 +153,7 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
     }
 }
 
-#define DENSE_FN(name, DT) \
-    static void name(const sd_mm_args *a, int r0, int r1) { \
-        int t = 0; \
-        for (; t + 4 <= a->T; t += 4) dense_rows(a, r0, r1, t, 4, DT); \
-        switch (a->T - t) { \
-        case 3: dense_rows(a, r0, r1, t, 3, DT); break; \
-        case 2: dense_rows(a, r0, r1, t, 2, DT); break; \
-        case 1: dense_rows(a, r0, r1, t, 1, DT); break; \
-        default: break; } }
-#define QUANT_FN(name, BITS, DT) \
-    static void name(const sd_mm_args *a, int r0, int r1) { \
-        int t = 0; \
-        for (; t + 4 <= a->T; t += 4) quant_rows(a, r0, r1, t, 4, BITS, DT); \
-        switch (a->T - t) { \
-        case 3: quant_rows(a, r0, r1, t, 3, BITS, DT); break; \
-        case 2: quant_rows(a, r0, r1, t, 2, BITS, DT); break; \
-        case 1: quant_rows(a, r0, r1, t, 1, BITS, DT); break; \
-        default: break; } }
-
-DENSE_FN(mm_f32, SPECDEC_DTYPE_F32)
-DENSE_FN(mm_f16, SPECDEC_DTYPE_F16)
-DENSE_FN(mm_bf16, SPECDEC_DTYPE_BF16)
-QUANT_FN(mm_q4_f32, 4, SPECDEC_DTYPE_F32)
-QUANT_FN(mm_q4_f16, 4, SPECDEC_DTYPE_F16)
-QUANT_FN(mm_q4_bf16, 4, SPECDEC_DTYPE_BF16)
-QUANT_FN(mm_q8_f32, 8, SPECDEC_DTYPE_F32)
-QUANT_FN(mm_q8_f16, 8, SPECDEC_DTYPE_F16)
-QUANT_FN(mm_q8_bf16, 8, SPECDEC_DTYPE_BF16)
+#include "cpu/ops_tiles.h"
 
 static void mm_rows(const sd_mm_args *a, int r0, int r1) {
     const sd_mat *W = a->W;
