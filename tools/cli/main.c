@@ -14,6 +14,10 @@ static void usage(FILE *f) {
           "  info      -m DIR\n"
           "  tokenize  -m DIR -p TEXT [--decode]   (--decode: -p is a JSON array of ids)\n"
           "  quantize  IN OUT [--bits 4|8] [--group-size 32|64|128] [--shard-mb N] [--quiet]\n", f);
+#ifdef SPECDEC_HAVE_SERVER
+    fputs("  serve     -m DIR [--draft ...] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--threads N]\n"
+          "            [--queue N] [--max-body BYTES] [--timeout-s S]   (OpenAI-compatible HTTP API)\n", f);
+#endif
 }
 
 int main(int argc, char **argv) {
