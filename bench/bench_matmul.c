@@ -10,7 +10,9 @@
  * short-row quantized kernel off (A = the row-at-a-time kernel) and on (B = 16-row tiles),
  * samples interleaved A B A B after a warm-up of each; the two arms must give bitwise the
  * same y (checked, else the comparison is refused); prints B/A of the medians.
- * Usage: bench_matmul [threads=2] [samples=9] [shape filter, e.g. 151936] [kind filter, e.g. q4] [ab] */
+ * "ab MA MB" picks the two arms' sd_avx512_qs_mode values instead (default 0 and 1; bits 1-2
+ * select the 4-bit unpack, see ops_avx512.c), e.g. "ab 1 3" = shift+permute vs exponent trick.
+ * Usage: bench_matmul [threads=2] [samples=9] [shape filter, e.g. 151936] [kind filter, e.g. q4] [ab [MA MB]] */
 #include "cpu/ops.h"
 #include "cpu/ops_internal.h"
 #include "util/dtype.h"
@@ -90,7 +92,8 @@ static sd_mat make(const kind *k, int rows, int cols, uint64_t *bytes) {
 }
 
 #if defined(__x86_64__) || defined(_M_X64)
-static void set_arm(int on) { sd_avx512_qs_mode = on; }
+static int arm_mode[2] = {0, 1};
+static void set_arm(int on) { sd_avx512_qs_mode = arm_mode[on ? 1 : 0]; }
 #else
 static void set_arm(int on) { (void)on; }
 #endif
@@ -106,6 +109,9 @@ int main(int argc, char **argv) {
     const char *sfilt = argc > 3 && strcmp(argv[3], "-") ? argv[3] : NULL;
     const char *kfilt = argc > 4 && strcmp(argv[4], "-") ? argv[4] : NULL;
     const int ab = argc > 5 && strcmp(argv[5], "ab") == 0;
+#if defined(__x86_64__) || defined(_M_X64)
+    if (ab && argc > 7) { arm_mode[0] = atoi(argv[6]); arm_mode[1] = atoi(argv[7]); }
+#endif
     if (samples < 7) samples = 7;
     sd_pool *p = sd_pool_create(nth);
     if (!p) { fprintf(stderr, "pool\n"); return 1; }
@@ -173,7 +179,7 @@ int main(int argc, char **argv) {
                     med[arm] = v[samples / 2];
                     printf("%-16s %-14s %3d %10.2f %9.4f %9.4f %9.4f %8.2f %9.2f %7s %s\n", shp, kinds[ki].name, T,
                            bytes / 1e6, med[arm] * 1e3, v[0] * 1e3, v[samples - 1] * 1e3, bytes / med[arm] / 1e9,
-                           (bytes / bw) / med[arm], "", arm ? "B tiles16" : "A rows");
+                           (bytes / bw) / med[arm], "", arm ? "B" : "A");
                 }
                 if (T == 1) med1 = med[1];
                 printf("%-16s %-14s %3d   B/A %.3f   B xT1 %.2f\n", shp, kinds[ki].name, T, med[1] / med[0], med[1] / med1);

@@ -239,6 +239,12 @@ static void test_kernel_switch(const sd_ops *F) {
                 sd_avx512_qs_mode = 1;
                 F->matmul(&tm.m, x, cols, yb, rows, T, pools[4 - n]);
                 CHECK(memcmp(ya, yb, (size_t)T * rows * 4) == 0, "avx512 %s T=%d: tile kernel differs from row kernel", nm, T);
+                /* mode 3: tiles with the shift+permute 4-bit unpack only (mode 1 uses vpermw for
+                 * tiles of 1-2 tokens): the two unpacks must give the same bits */
+                sd_avx512_qs_mode = 3;
+                F->matmul(&tm.m, x, cols, yb, rows, T, pools[n]);
+                sd_avx512_qs_mode = 1;
+                CHECK(memcmp(ya, yb, (size_t)T * rows * 4) == 0, "avx512 %s T=%d: shift+permute unpack differs", nm, T);
             }
         free(x); free(ya); free(yb);
         free_mat(&tm);

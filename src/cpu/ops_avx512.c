@@ -95,6 +95,37 @@ SD_AINLINE __m512 load_groups16(specdec_dtype dt, const void *base, size_t g0, _
     return _mm512_cvtph_ps(h);
 }
 
+/* ---- 4-bit unpack: q[k] lane l = (float) nibble k of word l, exactly ----
+ * uv 0: shift + permute (vpermps reads the low 4 index bits: one op masks and converts);
+ *       7 shifts + 8 permutes per 16 words.
+ * uv 1: shift + permute for nibbles 0..3 and vpermw for nibbles 4..7 from the same sources:
+ *       vpermw reads 5 index bits per word, so a dword's high word sees bits 16..20; with a
+ *       32-word table t[j] = bf16(j & 15) and the low words zeroed it returns, as floats, the
+ *       nibble at bits 16..19. So 4 sources (3 shifts) give all 8 nibbles: 11 ops instead of 15
+ *       (AVX-512BW only, no VBMI).
+ * Both yield the same floats (small integers), so the FMAs that follow give the same bits
+ * whichever is used: the choice may depend on the token tile. Measured (bench_matmul ab):
+ * uv 1 is faster with 1-2 tokens per unpack, uv 0 with more (vpermw costs more than a shift
+ * on Zen 4 once the unpack is amortized). Also tried and slower at every T: an exponent trick
+ * (AND/OR the nibble into the mantissa of 2^(23-4k), subtract 2^(23-4k)), alone or mixed. */
+SD_AINLINE void unpack4(__m512i wv, __m512 *q, const int uv) {
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    if (uv == 0) {
+        q[0] = _mm512_permutexvar_ps(wv, iota);
+        for (int k = 1; k < 8; k++) q[k] = _mm512_permutexvar_ps(_mm512_srli_epi32(wv, 4 * k), iota);
+    } else {
+        const __m512i tbl = _mm512_set_epi16(0x4170, 0x4160, 0x4150, 0x4140, 0x4130, 0x4120, 0x4110, 0x4100,
+                                             0x40E0, 0x40C0, 0x40A0, 0x4080, 0x4040, 0x4000, 0x3F80, 0x0000,
+                                             0x4170, 0x4160, 0x4150, 0x4140, 0x4130, 0x4120, 0x4110, 0x4100,
+                                             0x40E0, 0x40C0, 0x40A0, 0x4080, 0x4040, 0x4000, 0x3F80, 0x0000);
+        for (int j = 0; j < 4; j++) {
+            __m512i sj = j ? _mm512_srli_epi32(wv, 4 * j) : wv;
+            q[j] = _mm512_permutexvar_ps(sj, iota);
+            q[j + 4] = _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16((__mmask32)0xAAAAAAAAu, sj, tbl));
+        }
+    }
+}
+
 SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const int NT, const int bits,
                            specdec_dtype dt) {
     const sd_mat *W = a->W;
@@ -179,7 +210,8 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
  * vectors) gives every row the same bits as a full one: there is no separate remainder path.
  * Tokens go in tiles of up to QS_NT sharing one unpack of the weights; each token keeps its own
  * accumulators, so its instruction sequence is the one it gets alone. */
-/* Bench A/B switch (bit 0: short-row tiles on). Both settings give the same bits. */
+/* Bench / test A/B switch (bit 0: short-row tiles on; bit 1: q4 short rows unpack by shift +
+ * permute only, i.e. the kernel before the vpermw unpack). All settings give the same bits. */
 int sd_avx512_qs_mode = 1;
 #define QS_R 16
 #define QS_NT 8
@@ -220,13 +252,12 @@ SD_AINLINE void groups_to_f32(specdec_dtype dt, const void *src, size_t e0, int 
 
 /* One tile of nr <= 16 rows from rt, tokens t0..t0+NT-1; sb/bb = the tile's f32 scales/biases. */
 SD_AINLINE void qs_tile(const sd_mm_args *a, int rt, int nr, int t0, const int NT, const int bits,
-                        const float *sb, const float *bb) {
+                        const int uv, const float *sb, const float *bb) {
     const sd_mat *W = a->W;
     const int E = 32 / bits, BE = 16 * E, cols = W->cols, g = W->group;
     const int nw = cols / E, nb = (nw + 15) / 16, ng = cols / g;
     const int bps = 16 * g / BE;
     const int32_t *idxt = a->gidx;
-    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i m8 = _mm512_set1_epi32(0xFF);
     const float *xp[QS_NT], *xs[QS_NT];
     for (int t = 0; t < NT; t++) {
@@ -250,8 +281,7 @@ SD_AINLINE void qs_tile(const sd_mm_args *a, int rt, int nr, int t0, const int N
                 __m512 sv = _mm512_permutexvar_ps(_mm512_loadu_si512(idxt + (b - b0) * 16), S);
                 __m512 q[8];
                 if (bits == 4) {
-                    q[0] = _mm512_permutexvar_ps(wv, iota);
-                    for (int k = 1; k < 8; k++) q[k] = _mm512_permutexvar_ps(_mm512_srli_epi32(wv, 4 * k), iota);
+                    unpack4(wv, q, uv == 2 ? (NT <= 2) : uv);
                 } else {
                     q[0] = _mm512_cvtepi32_ps(_mm512_and_si512(wv, m8));
                     q[1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 8), m8));
@@ -280,7 +310,7 @@ SD_AINLINE void qs_tile(const sd_mm_args *a, int rt, int nr, int t0, const int N
     for (int t = 0; t < NT; t++) tree16_store(rs[t], a->y + (size_t)(t0 + t) * a->ldy + rt, om);
 }
 
-SD_AINLINE void qs_rows(const sd_mm_args *a, int r0, int r1, const int bits, specdec_dtype dt) {
+SD_AINLINE void qs_rows(const sd_mm_args *a, int r0, int r1, const int bits, const int uv, specdec_dtype dt) {
     const sd_mat *W = a->W;
     const int ng = W->cols / W->group;
     /* the tile's scales and biases as f32: 16 rows x ng groups (ng <= QS_MAXCOLS / 32) */
@@ -290,26 +320,30 @@ SD_AINLINE void qs_rows(const sd_mm_args *a, int r0, int r1, const int bits, spe
         groups_to_f32(dt, W->scales, (size_t)rt * ng, nr * ng, sb);
         groups_to_f32(dt, W->biases, (size_t)rt * ng, nr * ng, bb);
         int t = 0;
-        for (; t + QS_NT <= a->T; t += QS_NT) qs_tile(a, rt, nr, t, QS_NT, bits, sb, bb);
+        for (; t + QS_NT <= a->T; t += QS_NT) qs_tile(a, rt, nr, t, QS_NT, bits, uv, sb, bb);
         switch (a->T - t) {
-        case 7: qs_tile(a, rt, nr, t, 7, bits, sb, bb); break;
-        case 6: qs_tile(a, rt, nr, t, 6, bits, sb, bb); break;
-        case 5: qs_tile(a, rt, nr, t, 5, bits, sb, bb); break;
-        case 4: qs_tile(a, rt, nr, t, 4, bits, sb, bb); break;
-        case 3: qs_tile(a, rt, nr, t, 3, bits, sb, bb); break;
-        case 2: qs_tile(a, rt, nr, t, 2, bits, sb, bb); break;
-        case 1: qs_tile(a, rt, nr, t, 1, bits, sb, bb); break;
+        case 7: qs_tile(a, rt, nr, t, 7, bits, uv, sb, bb); break;
+        case 6: qs_tile(a, rt, nr, t, 6, bits, uv, sb, bb); break;
+        case 5: qs_tile(a, rt, nr, t, 5, bits, uv, sb, bb); break;
+        case 4: qs_tile(a, rt, nr, t, 4, bits, uv, sb, bb); break;
+        case 3: qs_tile(a, rt, nr, t, 3, bits, uv, sb, bb); break;
+        case 2: qs_tile(a, rt, nr, t, 2, bits, uv, sb, bb); break;
+        case 1: qs_tile(a, rt, nr, t, 1, bits, uv, sb, bb); break;
         default: break;
         }
     }
 }
-#define QS_FN(name, BITS, DT) static void name(const sd_mm_args *a, int r0, int r1) { qs_rows(a, r0, r1, BITS, DT); }
-QS_FN(qs_q4_f32, 4, SPECDEC_DTYPE_F32)
-QS_FN(qs_q4_f16, 4, SPECDEC_DTYPE_F16)
-QS_FN(qs_q4_bf16, 4, SPECDEC_DTYPE_BF16)
-QS_FN(qs_q8_f32, 8, SPECDEC_DTYPE_F32)
-QS_FN(qs_q8_f16, 8, SPECDEC_DTYPE_F16)
-QS_FN(qs_q8_bf16, 8, SPECDEC_DTYPE_BF16)
+#define QS_FN(name, BITS, UV, DT) static void name(const sd_mm_args *a, int r0, int r1) { qs_rows(a, r0, r1, BITS, UV, DT); }
+/* UV 2 = pick per token tile (vpermw unpack for tiles of 1-2 tokens), 0 = shift+permute only */
+QS_FN(qs_q4_f32, 4, 2, SPECDEC_DTYPE_F32)
+QS_FN(qs_q4_f16, 4, 2, SPECDEC_DTYPE_F16)
+QS_FN(qs_q4_bf16, 4, 2, SPECDEC_DTYPE_BF16)
+QS_FN(qs_q4o_f32, 4, 0, SPECDEC_DTYPE_F32)
+QS_FN(qs_q4o_f16, 4, 0, SPECDEC_DTYPE_F16)
+QS_FN(qs_q4o_bf16, 4, 0, SPECDEC_DTYPE_BF16)
+QS_FN(qs_q8_f32, 8, 0, SPECDEC_DTYPE_F32)
+QS_FN(qs_q8_f16, 8, 0, SPECDEC_DTYPE_F16)
+QS_FN(qs_q8_bf16, 8, 0, SPECDEC_DTYPE_BF16)
 
 /* Instantiate one kernel per (kind, NT) so the inner loops unroll with constants. Rows go in
  * tiles of 8 with every token tile applied to a row tile before moving on, so a tile's
@@ -349,11 +383,13 @@ static void mm_rows(const sd_mm_args *a, int r0, int r1) {
     static void (*const dense[3])(const sd_mm_args *, int, int) = {mm_f32, mm_f16, mm_bf16};
     static void (*const q4[3])(const sd_mm_args *, int, int) = {mm_q4_f32, mm_q4_f16, mm_q4_bf16};
     static void (*const q8[3])(const sd_mm_args *, int, int) = {mm_q8_f32, mm_q8_f16, mm_q8_bf16};
-    static void (*const qs4[3])(const sd_mm_args *, int, int) = {qs_q4_f32, qs_q4_f16, qs_q4_bf16};
+    static void (*const qs4[2][3])(const sd_mm_args *, int, int) = {{qs_q4_f32, qs_q4_f16, qs_q4_bf16},
+                                                                     {qs_q4o_f32, qs_q4o_f16, qs_q4o_bf16}};
     static void (*const qs8[3])(const sd_mm_args *, int, int) = {qs_q8_f32, qs_q8_f16, qs_q8_bf16};
     /* short rows: 16-row tiles (same bits per row as quant_rows, chosen by cols alone) */
     const int qs = W->cols <= QS_MAXCOLS && (sd_avx512_qs_mode & 1);
-    if (W->bits == 4) (qs ? qs4 : q4)[d](a, r0, r1);
+    const int old = (sd_avx512_qs_mode >> 1) & 1;
+    if (W->bits == 4) (qs ? qs4[old] : q4)[d](a, r0, r1);
     else if (W->bits == 8) (qs ? qs8 : q8)[d](a, r0, r1);
     else dense[d](a, r0, r1);
 }
