@@ -1,10 +1,13 @@
-/* test_sample.c: Philox4x32-10 known answers, keyed uniforms, argmax, the filters (top-k,
- * top-p, min-p, greedy), seeded determinism, chi-square goodness of fit of Gumbel-max,
- * inverse-CDF, residual and full speculative (accept/resample) sampling, and a timing print. */
+/* test_sample.c: Philox4x32-10 known answers, keyed uniforms, the portable log / Gumbel
+ * transform against libm (accuracy bounds), the pruned Gumbel-max against its scalar
+ * reference, argmax, the filters (top-k, top-p, min-p, greedy), seeded determinism,
+ * chi-square goodness of fit of Gumbel-max, inverse-CDF, residual and full speculative
+ * (accept/resample) sampling, and a timing print. */
 #include "check.h"
 #include "sample/rng.h"
 #include "sample/sample.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -73,6 +76,110 @@ static int ids_are(const sd_dist *d, const int32_t *want, int n) {
     if (d->n != n) return 0;
     for (int i = 0; i < n; i++) if (d->id[i] != want[i]) return 0;
     return 1;
+}
+
+/* Block layout: index 2j and 2j+1 share one Philox block; index 0 keeps the pre-pairing value. */
+static void test_bits_layout(void) {
+    uint64_t k[64];
+    sd_rng_bits_pairs(77, 123, SD_RNG_STREAM_GUMBEL, 5, 32, k);
+    for (int i = 0; i < 64; i++)
+        CHECK(k[i] == sd_rng_bits(77, 123, SD_RNG_STREAM_GUMBEL, (uint32_t)(10 + i)), "pairs != bits at %d", i);
+    for (uint32_t st = 0; st < 4; st++) {
+        uint32_t o[4];
+        sd_philox(9, (uint64_t)st << 32, 44, o);
+        double old = ((double)((((uint64_t)o[1] << 32) | o[0]) >> 12) + 0.5) * (1.0 / 4503599627370496.0);
+        CHECK(sd_rng_uniform(9, 44, st, 0) == old, "index 0 of stream %u changed", st);
+        uint64_t odd = (((uint64_t)o[3] << 32) | o[2]) >> 12;
+        CHECK(sd_rng_bits(9, 44, st, 1) == odd, "index 1 is words 2, 3 of block 0");
+    }
+    CHECK(sd_rng_bits(9, 44, 0, 2) != sd_rng_bits(9, 44, 0, 0), "indices collide");
+}
+
+/* Accuracy against libm (a reference here, never in the library):
+ * sd_rng_log: relative error < 4e-16 over all binades and next to 1;
+ * Gumbel: |g - g_libm| < 1e-13 * max(1, |g_libm|) (measured ~1e-15), and the prune bound
+ * is never below the computed value. */
+static void test_portable_gumbel(void) {
+    double worst_log = 0;
+    for (int i = 0; i < 400000; i++) {
+        uint64_t r = sd_rng_bits(3, i, 7, 0), e = sd_rng_bits(3, i, 7, 1) % 2045 + 1;
+        double x;
+        uint64_t b = e << 52 | r;
+        memcpy(&x, &b, sizeof x);
+        if (i % 4 == 1) x = 1.0 + (double)(int64_t)(r % 2001 - 1000) * 0x1p-52;  /* next to 1 */
+        if (i % 4 == 2) x = 0.5 + (double)(r >> 1) * 0x1p-52;                      /* (0.5, 1.5) */
+        double ref = log(x), got = sd_rng_log(x);
+        double rel = ref == 0 ? fabs(got) : fabs(got - ref) / fabs(ref);
+        if (rel > worst_log) worst_log = rel;
+    }
+    CHECK(sd_rng_log(1.0) == 0.0, "log(1) = %g", sd_rng_log(1.0));
+    CHECK(worst_log < 4e-16, "sd_rng_log relative error %.3g", worst_log);
+
+    double worst_g = 0, gmin = 1e9, gmax = -1e9;
+    int bad_bound = 0;
+    const uint64_t M = 0x000fffffffffffffull;
+    for (int i = 0; i < 2000000 + 8; i++) {
+        uint64_t k = sd_rng_bits(11, i / 1024, 0, (uint32_t)(i % 1024));
+        if (i >= 2000000) {   /* the extremes, u = 1/2 and u next to 1/e */
+            uint64_t ext[8] = {0, 1, 2, M, M - 1, M - 2, 1ull << 51, (uint64_t)(0.36787944117144233 * 0x1p52)};
+            k = ext[i - 2000000];
+        }
+        double u = sd_rng_uniform_of_bits(k), ref = -log(-log(u)), g = sd_gumbel_of_bits(k);
+        double err = fabs(g - ref) / fmax(1.0, fabs(ref));
+        if (err > worst_g) worst_g = err;
+        if (g < gmin) gmin = g;
+        if (g > gmax) gmax = g;
+        if (!(sd_gumbel_bound_of_bits(k) >= g)) bad_bound++;
+    }
+    fprintf(stderr, "portable log: max rel err %.3g; gumbel: max err %.3g (rel to max(1,|g|)), range [%.4f, %.4f]\n",
+            worst_log, worst_g, gmin, gmax);
+    CHECK(worst_g < 1e-13, "Gumbel error %.3g vs libm", worst_g);
+    CHECK(bad_bound == 0, "prune bound below g for %d inputs", bad_bound);
+    CHECK(gmin > -3.61 && gmax < 36.75 && gmax > 36.7, "Gumbel range [%g, %g]", gmin, gmax);
+    CHECK(sd_rng_gumbel(1, 2, 0, 3) == sd_gumbel_of_bits(sd_rng_bits(1, 2, 0, 3)), "rng_gumbel = of_bits");
+}
+
+/* The pruned Gumbel-max picks exactly the reference's token: dense and sparse dists, the
+ * unfiltered straight-from-logits path, odd V, -inf / NaN logits, ties. */
+static void test_gumbel_fast_equals_ref(void) {
+    int sizes[4] = {3, 257, 1000, 4099};
+    int mismatch = 0, trials = 0;
+    for (int si = 0; si < 4; si++) {
+        int V = sizes[si];
+        float *x = malloc((size_t)V * sizeof *x);
+        sd_sampler_ws ws; sd_dist d;
+        sd_sampler_ws_init(&ws, V, NULL); sd_dist_init(&d, V, NULL);
+        for (int row = 0; row < 12; row++) {
+            double scale = row % 3 == 0 ? 0.3 : row % 3 == 1 ? 3.0 : 30.0;
+            for (int i = 0; i < V; i++) {
+                double u1 = sd_rng_uniform(row, i, 9, 0), u2 = sd_rng_uniform(row, i, 9, 1);
+                x[i] = (float)(scale * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+            }
+            if (row % 4 == 1) { x[V / 2] = -INFINITY; x[V - 1] = NAN; }
+            if (row % 4 == 2) for (int i = 0; i < V; i++) x[i] = (float)(i % 5);   /* many ties */
+            float T = row % 2 ? 1.0f : 0.6f;
+            for (int64_t pos = 0; pos < 24; pos++) {
+                specdec_sampling_params p = params(T, 0, 1.0f, 0.0f);
+                p.seed = 500 + (uint64_t)row;
+                sd_filter(&ws, &p, x, V, &d, NULL);
+                int32_t ref = sd_dist_gumbel_ref(&d, p.seed, pos);
+                mismatch += sd_dist_gumbel(&d, p.seed, pos) != ref;
+                mismatch += sd_sample(&ws, &p, x, V, pos) != ref;
+                mismatch += specdec_sample(&p, x, V, pos) != ref;
+                mismatch += sd_sample(NULL, &p, x, V, pos) != ref;
+                specdec_sampling_params q = params(T, V / 3 + 1, 1.0f, 0.0f);   /* sparse */
+                q.seed = p.seed;
+                sd_filter(&ws, &q, x, V, &d, NULL);
+                mismatch += sd_dist_gumbel(&d, q.seed, pos) != sd_dist_gumbel_ref(&d, q.seed, pos);
+                trials += 5;
+            }
+        }
+        sd_dist_free(&d); sd_sampler_ws_free(&ws); free(x);
+    }
+    CHECK(mismatch == 0, "pruned Gumbel-max differs from the reference in %d of %d draws", mismatch, trials);
+    /* exact ties in z + g (z so large that g is below half an ulp): the lowest id wins */
+    { float e[6] = {1, 1, 1, 1, 1, 1}; specdec_sampling_params p = params(1e-25f, 0, 1.0f, 0.0f);
+      for (int64_t pos = 0; pos < 8; pos++) CHECK_EQ_INT(sd_sample(NULL, &p, e, 6, pos), 0); }
 }
 
 static void test_defaults(void) {
@@ -342,8 +449,27 @@ static void test_timing(void) {
         for (int r = 0; r < R; r++) tok ^= sd_sample(&ws, &cfg[c].p, x, V, r);
         double t2 = now_ms();
         fprintf(stderr, "timing V=%d %-26s specdec_sample %.3f ms  sd_sample(ws) %.3f ms  kept %d (%d)\n",
-                V, cfg[c].name, (t1 - t0) / R, (t2 - t1) / R, cfg[c].p.temperature > 0 ? ws.dist.n : 1, tok & 1);
+                V, cfg[c].name, (t1 - t0) / R, (t2 - t1) / R, cfg[c].p.temperature <= 0 ? 1
+                : (cfg[c].p.top_k > 0 || cfg[c].p.top_p < 1 || cfg[c].p.min_p > 0) ? ws.dist.n : V, tok & 1);
     }
+    /* the seeded-sampling case this path was tuned for: Gaussian logits, std 3, T = 1, no
+     * filters; against the scalar reference (every token drawn) over the same dense dist */
+    for (int i = 0; i < V; i++) {
+        double u1 = sd_rng_uniform(98, i, 9, 0), u2 = sd_rng_uniform(98, i, 9, 1);
+        x[i] = (float)(3.0 * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+    }
+    specdec_sampling_params g = params(1.0f, 0, 1.0f, 0.0f);
+    int32_t tok = 0, same = 0;
+    double t0 = now_ms();
+    for (int r = 0; r < R; r++) tok ^= sd_sample(&ws, &g, x, V, r);
+    double t1 = now_ms();
+    sd_filter(&ws, &g, x, V, &ws.dist, NULL);
+    double t2 = now_ms();
+    for (int r = 0; r < 10; r++) same += sd_dist_gumbel_ref(&ws.dist, g.seed, r) == sd_sample(&ws, &g, x, V, r);
+    double t3 = now_ms();
+    fprintf(stderr, "timing V=%d gauss std 3, T1.0 unfiltered: sd_sample %.3f ms; filter + reference Gumbel %.3f ms (%d)\n",
+            V, (t1 - t0) / R, (t2 - t1) + (t3 - t2) / 10, tok & 1);
+    CHECK(same == 10, "fast and reference disagree on the timing row (%d / 10)", same);
     sd_sampler_ws_free(&ws);
     free(x);
 }
@@ -351,6 +477,9 @@ static void test_timing(void) {
 int main(void) {
     test_philox_kat();
     test_uniform();
+    test_bits_layout();
+    test_portable_gumbel();
+    test_gumbel_fast_equals_ref();
     test_argmax();
     test_defaults();
     test_filters();

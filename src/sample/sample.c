@@ -6,7 +6,8 @@
  * computes the softmax mass over V once and sorts only the candidates above a threshold chosen
  * so their mass already covers top_p (never a full sort unless the row is nearly flat).
  * All sums run in a fixed order (ascending id, or the sorted order) so a row always gives the
- * same distribution and the same token. */
+ * same distribution and the same token. Seeded sampling (Gumbel-max) batches its uniforms,
+ * prunes tokens that cannot win, and skips the filter entirely for an unfiltered row. */
 #include "sample/sample.h"
 #include "sample/rng.h"
 #include "util/err.h"
@@ -95,7 +96,42 @@ int32_t sd_residual_sample(const sd_dist *p, const sd_dist *q, double u) {
     return p->id[last];
 }
 
-int32_t sd_dist_gumbel(const sd_dist *d, uint64_t seed, int64_t pos) {
+/* ---- Gumbel-max ------------------------------------------------------------------- */
+/* The naive loop (sd_dist_gumbel_ref) draws a Gumbel value for every kept token. The fast
+ * path computes the same argmax with the same g_i, but:
+ * - draws the 52-bit uniforms GCHUNK tokens at a time, one Philox block per token pair
+ *   (sd_rng_bits_pairs, vectorized);
+ * - bounds g_i from above by sd_gumbel_bound_of_bits (exponent of 1 - u only) and skips token
+ *   i when fl(z_i + bound_i) < best-so-far: then fl(z_i + g_i) <= fl(z_i + bound_i) < best
+ *   (rounding is monotone), so i could never win or tie. best starts at the largest z, so
+ *   for an LLM row only a handful of tokens per row reach the two logs. */
+
+#define GCHUNK 256   /* tokens per batch (even): bits and bounds stay in L1 */
+
+typedef struct { double v; int32_t id; } gbest;   /* best z + g so far; ties: lower id */
+
+static inline void gbest_offer(gbest *b, double v, int32_t id) {
+    if (v > b->v || (v == b->v && id < b->id)) { b->v = v; b->id = id; }
+}
+
+/* Tokens i0 .. i0+n-1 (i0 even, n <= GCHUNK) with scaled logits z[0..n) (-inf or NaN: not
+ * kept; either makes ub fail the test).
+ * With zmax non-NULL a surviving token must also have exp(z - zmax) > 0, the rule by which
+ * sd_filter drops tokens whose probability underflows. */
+static void gumbel_dense_chunk(const double *z, int i0, int n, uint64_t seed, int64_t pos,
+                               const double *zmax, gbest *b) {
+    uint64_t k[GCHUNK];
+    double ub[GCHUNK];
+    sd_rng_bits_pairs(seed, pos, SD_RNG_STREAM_GUMBEL, (uint32_t)i0 >> 1, (n + 1) >> 1, k);
+    for (int j = 0; j < n; j++) ub[j] = z[j] + sd_gumbel_bound_of_bits(k[j]);
+    for (int j = 0; j < n; j++) {
+        if (!(ub[j] >= b->v)) continue;
+        if (zmax && !(exp(z[j] - *zmax) > 0)) continue;
+        gbest_offer(b, z[j] + sd_gumbel_of_bits(k[j]), i0 + j);
+    }
+}
+
+int32_t sd_dist_gumbel_ref(const sd_dist *d, uint64_t seed, int64_t pos) {
     if (d->n <= 0) return -1;
     if (d->n == 1) return d->id[0];
     int best = 0;
@@ -105,6 +141,50 @@ int32_t sd_dist_gumbel(const sd_dist *d, uint64_t seed, int64_t pos) {
         if (v > bv) { bv = v; best = i; }   /* strict: ties keep the lower id */
     }
     return d->id[best];
+}
+
+int32_t sd_dist_gumbel(const sd_dist *d, uint64_t seed, int64_t pos) {
+    if (d->n <= 0) return -1;
+    if (d->n == 1) return d->id[0];
+    int top = 0;                                   /* start from the largest z */
+    for (int i = 1; i < d->n; i++) if (d->z[i] > d->z[top]) top = i;
+    gbest b = { d->z[top] + sd_rng_gumbel(seed, pos, SD_RNG_STREAM_GUMBEL, (uint32_t)d->id[top]),
+                d->id[top] };
+    if (d->n == d->vocab) {                        /* dense: id[i] == i */
+        for (int i0 = 0; i0 < d->n; i0 += GCHUNK) {
+            int n = d->n - i0 < GCHUNK ? d->n - i0 : GCHUNK;
+            gumbel_dense_chunk(d->z + i0, i0, n, seed, pos, NULL, &b);
+        }
+        return b.id;
+    }
+    for (int i = 0; i < d->n; i++) {               /* sparse: one block per kept token */
+        uint64_t k = sd_rng_bits(seed, pos, SD_RNG_STREAM_GUMBEL, (uint32_t)d->id[i]);
+        if (!(d->z[i] + sd_gumbel_bound_of_bits(k) >= b.v)) continue;
+        gbest_offer(&b, d->z[i] + sd_gumbel_of_bits(k), d->id[i]);
+    }
+    return b.id;
+}
+
+/* sd_filter + sd_dist_gumbel for a row with no top-k / top-p / min-p, without building the
+ * distribution: z_i = logit_i / T exactly as sd_filter computes it, -inf / NaN and
+ * underflowing tokens excluded as sd_filter excludes them. Same token, bit for bit. */
+static int32_t gumbel_unfiltered(const float *x, int V, double T, uint64_t seed, int64_t pos) {
+    int32_t am = sd_argmax(x, V);
+    if (!isfinite(x[am])) return am;
+    double zmax = (double)x[am] / T;
+    gbest b = { zmax + sd_rng_gumbel(seed, pos, SD_RNG_STREAM_GUMBEL, (uint32_t)am), am };
+    double z[GCHUNK];
+    for (int i0 = 0; i0 < V; i0 += GCHUNK) {
+        int n = V - i0 < GCHUNK ? V - i0 : GCHUNK;
+        /* -inf stays -inf and NaN stays NaN: both fail the bound test in the chunk */
+        for (int j = 0; j < n; j++) z[j] = (double)x[i0 + j] / T;
+        gumbel_dense_chunk(z, i0, n, seed, pos, &zmax, &b);
+    }
+    return b.id;
+}
+
+static bool no_filters(const specdec_sampling_params *p, int vocab) {
+    return !(p->top_k > 0 && p->top_k < vocab) && !(p->top_p < 1.0f) && !(p->min_p > 0);
 }
 
 /* ---- workspace -------------------------------------------------------------------- */
@@ -308,6 +388,7 @@ int32_t sd_sample(sd_sampler_ws *ws, const specdec_sampling_params *p, const flo
                   int vocab, int64_t pos) {
     if (!p || !logits || vocab <= 0) return -1;
     if (!(p->temperature > 0)) return sd_argmax(logits, vocab);
+    if (no_filters(p, vocab)) return gumbel_unfiltered(logits, vocab, (double)p->temperature, p->seed, pos);
     if (!ws || sd_filter(ws, p, logits, vocab, &ws->dist, NULL) != SPECDEC_OK) return -1;
     return sd_dist_gumbel(&ws->dist, p->seed, pos);
 }
@@ -331,6 +412,7 @@ specdec_sampling_params specdec_sampling_default_params(void) {
 int32_t specdec_sample(const specdec_sampling_params *p, const float *logits, int vocab, int64_t pos) {
     if (!p || !logits || vocab <= 0) return -1;
     if (!(p->temperature > 0)) return sd_argmax(logits, vocab);
+    if (no_filters(p, vocab)) return gumbel_unfiltered(logits, vocab, (double)p->temperature, p->seed, pos);
     sd_sampler_ws ws;
     if (sd_sampler_ws_init(&ws, vocab, NULL) != SPECDEC_OK) return -1;
     int32_t t = sd_sample(&ws, p, logits, vocab, pos);

@@ -52,8 +52,11 @@ int32_t sd_dist_sample(const sd_dist *d, double u);
  * everywhere, e.g. p == q), samples from p. p and q must share a vocab. */
 int32_t sd_residual_sample(const sd_dist *p, const sd_dist *q, double u);
 /* Gumbel-max over the kept tokens: argmax of z_i + sd_rng_gumbel(seed, pos, GUMBEL, id_i);
- * ties go to the lower id. A one-hot dist returns its token without drawing. */
+ * ties go to the lower id. A one-hot dist returns its token without drawing. Batched
+ * uniforms and exact pruning (tokens that provably cannot win skip the logs); always the
+ * same token as sd_dist_gumbel_ref, the scalar reference that draws every kept token. */
 int32_t sd_dist_gumbel(const sd_dist *d, uint64_t seed, int64_t pos);
+int32_t sd_dist_gumbel_ref(const sd_dist *d, uint64_t seed, int64_t pos);
 
 /* Reusable scratch for filtering a row of V logits. */
 typedef struct sd_cand { double z, e; int32_t id; int32_t pad; } sd_cand;
@@ -77,7 +80,9 @@ specdec_status sd_filter(sd_sampler_ws *ws, const specdec_sampling_params *p, co
                          int vocab, sd_dist *out, specdec_err *err);
 
 /* The token specdec_sample returns: greedy argmax at T <= 0, else sd_filter into ws->dist then
- * sd_dist_gumbel(ws->dist, p->seed, pos). Returns -1 only for invalid arguments. */
+ * sd_dist_gumbel(ws->dist, p->seed, pos). With no top-k / top-p / min-p the same token is
+ * computed straight from the logits (ws and ws->dist are not touched; ws may be NULL).
+ * Returns -1 only for invalid arguments. */
 int32_t sd_sample(sd_sampler_ws *ws, const specdec_sampling_params *p, const float *logits,
                   int vocab, int64_t pos);
 
