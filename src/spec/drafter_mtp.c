@@ -7,10 +7,20 @@
  * accept() rebuilds the entries of the verified positions from the target's true h in one
  * batched call (chunks of max_batch) and leaves the logits of the last one: the first proposal
  * of the next round. draft() then recurses: the drafted token with the previous step's m, at the
- * next position; those entries are speculative and the next accept overwrites them. */
+ * next position; those entries are speculative and the next accept overwrites them.
+ *
+ * Reduced draft vocabulary (opt-in, specdec_drafter_set_draft_vocab; draft_vocab.h): the LM-head
+ * rows of N frequent target ids are gathered once into their own matrix and each step computes
+ * N logits (N x H instead of V x H). Greedy drafting takes the argmax over the N and maps it
+ * through d2t; the seeded and sampling modes scatter the N logits into a V row that is -inf
+ * elsewhere and choose exactly as with the full head (Gumbel noise indexed by the target id; the
+ * draft distribution q is then zero outside the subset, which rejection sampling handles like
+ * any q). Drafts are always ids of the subset; the target verifies them, so output is unchanged. */
 #include "spec/drafter.h"
+#include "spec/draft_vocab.h"
 #include "model/model.h"
 #include "util/err.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +36,11 @@ typedef struct mtp {
     bool has_prop; int prop_pos;/* logits predict position prop_pos + 1 (prop_pos = bonus position) */
     sd_sampler_ws ws;
     sd_drafter_prof prof;
+    /* reduced draft vocabulary (dv.n == 0: the full head) */
+    sd_draft_vocab dv;
+    sd_mat head_r; void *head_buf;   /* (N, H) gathered rows of the LM head */
+    float *logits_r;                 /* (N) */
+    float *logits_sc;                /* (V) -inf except at d2t: the scatter row for non-greedy modes */
 } mtp;
 
 static void mtp_release(mtp *m) {
@@ -96,8 +111,11 @@ static void mtp_rows(specdec_drafter *d, mtp *m, const int32_t *tk, const float 
 
 static void mtp_head(mtp *m, bool prof) {
     double t0 = prof ? sd_now_ms() : 0;
-    m->rt.ops->matmul(&m->tm->w.lm_head, m->m_last, m->tm->cfg.hidden_size, m->logits, m->tm->cfg.vocab_size, 1,
-                      m->rt.pool);
+    if (m->dv.n)
+        m->rt.ops->matmul(&m->head_r, m->m_last, m->tm->cfg.hidden_size, m->logits_r, m->dv.n, 1, m->rt.pool);
+    else
+        m->rt.ops->matmul(&m->tm->w.lm_head, m->m_last, m->tm->cfg.hidden_size, m->logits, m->tm->cfg.vocab_size, 1,
+                          m->rt.pool);
     if (prof) { m->prof.head_ms += sd_now_ms() - t0; m->prof.clock_reads += 2; }
 }
 
@@ -146,7 +164,13 @@ static specdec_status mtp_draft(specdec_drafter *d, sd_draft_req *req, int *n_ou
             m->kv_n = P + j;
         }
         double t0 = prof ? sd_now_ms() : 0;
-        req->out[j] = sd_draft_choose(&m->ws, req, m->logits, V, (int64_t)P + 1 + j, req->q ? &req->q[j] : NULL);
+        if (m->dv.n && req->mode == SD_DRAFT_GREEDY) {
+            req->out[j] = m->dv.d2t[sd_argmax(m->logits_r, m->dv.n)];
+        } else if (m->dv.n) {
+            for (int k = 0; k < m->dv.n; k++) m->logits_sc[m->dv.d2t[k]] = m->logits_r[k];
+            req->out[j] = sd_draft_choose(&m->ws, req, m->logits_sc, V, (int64_t)P + 1 + j, req->q ? &req->q[j] : NULL);
+        } else
+            req->out[j] = sd_draft_choose(&m->ws, req, m->logits, V, (int64_t)P + 1 + j, req->q ? &req->q[j] : NULL);
         if (prof) { m->prof.sample_ms += sd_now_ms() - t0; m->prof.clock_reads += 2; m->prof.steps++; }
     }
     m->has_prop = false;
@@ -156,10 +180,18 @@ static specdec_status mtp_draft(specdec_drafter *d, sd_draft_req *req, int *n_ou
 
 static void mtp_reset(specdec_drafter *d) { mtp *m = d->impl; m->kv_n = 0; m->has_prop = false; }
 static void mtp_profile(const specdec_drafter *d, sd_drafter_prof *o) { *o = ((const mtp *)d->impl)->prof; }
+static void mtp_dv_release(mtp *m) {
+    sd_draft_vocab_free(&m->dv);
+    free(m->head_buf); free(m->logits_r); free(m->logits_sc);
+    m->head_buf = NULL; m->logits_r = m->logits_sc = NULL;
+    memset(&m->head_r, 0, sizeof m->head_r);
+}
+
 static void mtp_free(specdec_drafter *d) {
     mtp *m = d->impl;
     if (!m) return;
     mtp_release(m);
+    mtp_dv_release(m);
     sd_sampler_ws_free(&m->ws);
     free(m);
     d->impl = NULL;
@@ -188,4 +220,29 @@ specdec_status sd_drafter_mtp_new(const specdec_model *target, specdec_drafter *
     d->probe_result = -1;
     *out = d;
     return SPECDEC_OK;
+}
+
+specdec_status specdec_drafter_set_draft_vocab(specdec_drafter *d, const char *path, int n, specdec_err *err) {
+    if (!d) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_drafter_set_draft_vocab: NULL drafter");
+    if (d->vt != &mtp_vt)
+        return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "a reduced draft vocabulary needs the mtp drafter (this one is %s)",
+                       specdec_drafter_name(d));
+    mtp *m = d->impl;
+    mtp_dv_release(m);
+    if (!path) return SPECDEC_OK;   /* back to the full head */
+    int V = m->tm->cfg.vocab_size;
+    SD_TRY(sd_draft_vocab_load(path, n, V, &m->dv, err));
+    specdec_status st = sd_mat_gather_rows(&m->tm->w.lm_head, m->dv.d2t, m->dv.n, &m->head_r, &m->head_buf, err);
+    if (st != SPECDEC_OK) { sd_err_prefix(err, "%s: LM head", path); mtp_dv_release(m); return st; }
+    m->logits_r = malloc(sizeof(float) * (size_t)m->dv.n);
+    m->logits_sc = malloc(sizeof(float) * (size_t)V);
+    if (!m->logits_r || !m->logits_sc) { mtp_dv_release(m); return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory", path); }
+    for (int i = 0; i < V; i++) m->logits_sc[i] = -INFINITY;
+    m->has_prop = false;   /* a proposal computed with the other head is stale */
+    return SPECDEC_OK;
+}
+
+int specdec_drafter_draft_vocab_size(const specdec_drafter *d) {
+    if (!d || d->vt != &mtp_vt || !d->impl) return 0;
+    return ((const mtp *)d->impl)->dv.n;
 }

@@ -4,7 +4,10 @@
  * after (/proc/loadavg). Guards: no comparison is printed for a prompt when the speculative arm
  * did not move its own counters (zero rounds or nothing drafted: the arms cannot be told apart),
  * or when its output differs from the classic arm's at temperature 0 (then the first differing
- * position is printed instead). */
+ * position is printed instead).
+ * --draft-vocab FILE[:N] (repeatable, up to 2; mtp only) adds speculative arms whose drafter uses
+ * that reduced draft vocabulary, interleaved with the full-head arm in the same run (classic,
+ * full, reduced, ...), so the loss of acceptance against the full head is measured side by side. */
 #include "cli.h"
 #include <jansson.h>
 #include <stdlib.h>
@@ -28,6 +31,9 @@ static void loadavg(char *buf, size_t n) {
 
 #define MAXP 256
 #define MAXR 64
+#define MAXA 3   /* speculative arms: the full head + up to 2 draft vocabularies */
+
+specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_err *err);   /* cmd_run.c */
 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *draft = NULL, *prompts_path = NULL, *out_path = NULL;
@@ -35,7 +41,8 @@ int cmd_bench(int argc, char **argv) {
     specdec_ctx_params cp = specdec_ctx_default_params();
     specdec_spec_params sp = specdec_spec_default_params();
     sp.block_size = 4;
-    int repeats = 5, max_prompts = MAXP;
+    int repeats = 5, max_prompts = MAXP, na = 1;
+    const char *dvs[MAXA] = {NULL};
     bool profile = false;
     long v; double d;
     gp.max_tokens = 128;
@@ -63,11 +70,18 @@ int cmd_bench(int argc, char **argv) {
             else return cli_fail("--sampling: want rejection or seeded");
             i++;
         }
+        else if (!strcmp(a, "--draft-vocab")) {
+            if (!val) return cli_fail("--draft-vocab needs FILE[:N]");
+            if (na == MAXA) return cli_fail("at most %d --draft-vocab arms", MAXA - 1);
+            dvs[na++] = val; i++;
+        }
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
         else if (!strcmp(a, "--profile-drafter")) profile = true;   /* a third arm: speculative with the step profile */
         else return cli_fail("bench: unknown option '%s'", a);
     }
     if (!dir || !draft || !prompts_path) return cli_fail("bench needs -m DIR, --draft and --prompts FILE");
+    if (na > 1 && strcmp(draft, "mtp")) return cli_fail("--draft-vocab needs --draft mtp");
+    if (na > 1 && profile) return cli_fail("--profile-drafter and --draft-vocab: one at a time");
     if (repeats < 5) fprintf(stderr, "specdec: warning: %d repeats (< 5): medians are weak\n", repeats);
     sp.quiet = false;
 
@@ -94,7 +108,8 @@ int cmd_bench(int argc, char **argv) {
     if (np == 0) return cli_fail("%s: no prompts", prompts_path);
 
     specdec_err err = {0};
-    specdec_tokenizer *tok = NULL; specdec_model *m = NULL; specdec_ctx *ctx = NULL; specdec_drafter *dr = NULL;
+    specdec_tokenizer *tok = NULL; specdec_model *m = NULL; specdec_ctx *ctx = NULL; specdec_drafter *drs[MAXA] = {NULL};
+    specdec_drafter *dr = NULL;
     int rc = 1;
     char tjp[1100];
     snprintf(tjp, sizeof tjp, "%s/tokenizer.json", dir);
@@ -102,10 +117,16 @@ int cmd_bench(int argc, char **argv) {
     bool byte_ids = !tjf;   /* random test models have no tokenizer: prompt bytes become ids (byte % vocab) */
     if (tjf) fclose(tjf);
     if ((!byte_ids && specdec_tokenizer_load(dir, &tok, &err)) || cli_load_model(dir, !strcmp(draft, "mtp"), &m, &err) ||
-        specdec_ctx_init(m, &cp, &ctx, &err) || specdec_drafter_init(m, draft, &dr, &err)) {
+        specdec_ctx_init(m, &cp, &ctx, &err)) {
         rc = cli_fail_err(&err);
         goto done;
     }
+    for (int k = 0; k < na; k++)
+        if (specdec_drafter_init(m, draft, &drs[k], &err) || (dvs[k] && cli_draft_vocab(drs[k], dvs[k], &err))) {
+            rc = cli_fail_err(&err);
+            goto done;
+        }
+    dr = drs[0];
     FILE *o = out_path ? fopen(out_path, "w") : NULL;
     FILE *outs[2] = {stdout, o};
     char la0[128], la1[128];
@@ -117,43 +138,64 @@ int cmd_bench(int argc, char **argv) {
     P("%d tokens, temperature %g, %d prompts, %d interleaved samples per arm after a discarded warm-up, threads %d\n\n",
       gp.max_tokens, gp.sampling.temperature, np, repeats, cp.n_threads);
     P("loadavg before: %s\n\n", la0);
+    specdec_model_info mi0;
+    specdec_model_get_info(m, &mi0);
+    for (int k = 0; k < na; k++)
+        P("arm %s: draft vocabulary %d of %d ids%s%s\n", k ? "dv" : "full", k ? specdec_drafter_draft_vocab_size(drs[k]) : mi0.vocab_size,
+          mi0.vocab_size, k ? " from " : " (full head)", k ? dvs[k] : "");
+    P("\n");
     if (byte_ids) P("NOTE: %s has no tokenizer.json: prompt bytes were mapped to ids (byte %% vocab, at most 512): a test model.\n\n", dir);
-    P("| prompt | classic tok/s med [min, max] | spec tok/s med [min, max] | speedup | tau | acc by depth | identical |\n");
-    P("|---|---|---|---|---|---|---|\n");
-    double speedups[MAXP]; int nsp = 0;
-    double tau_sum = 0; int tau_n = 0, refused = 0, mismatched = 0;
-    int64_t dad[SPECDEC_SPEC_MAX_DEPTH + 1] = {0}, aad[SPECDEC_SPEC_MAX_DEPTH + 1] = {0};
+    P("| prompt | arm | classic tok/s med [min, max] | spec tok/s med [min, max] | speedup | tau | acc by depth | draft ms/round | identical |\n");
+    P("|---|---|---|---|---|---|---|---|---|\n");
+    static double speedups[MAXA][MAXP];
+    int nsp[MAXA] = {0}, tau_n[MAXA] = {0}, refused = 0, mismatched = 0;
+    double tau_sum[MAXA] = {0}, dms_sum[MAXA] = {0};
+    static int64_t dad[MAXA][SPECDEC_SPEC_MAX_DEPTH + 1], aad[MAXA][SPECDEC_SPEC_MAX_DEPTH + 1];
     bool wide = false;
     for (int pi = 0; pi < np; pi++) {
         int32_t *pids = NULL; size_t npids = 0;
         if (byte_ids) {
-            specdec_model_info mi;
-            specdec_model_get_info(m, &mi);
             npids = strlen(texts[pi]);
             if (npids > 512) npids = 512;
             pids = malloc(sizeof *pids * (npids ? npids : 1));
-            for (size_t k = 0; k < npids; k++) pids[k] = (int32_t)((unsigned char)texts[pi][k] % (unsigned)mi.vocab_size);
+            for (size_t k = 0; k < npids; k++) pids[k] = (int32_t)((unsigned char)texts[pi][k] % (unsigned)mi0.vocab_size);
             if (!npids) pids[npids++] = 0;
         } else if (specdec_tokenize(tok, texts[pi], strlen(texts[pi]), &pids, &npids, &err)) { rc = cli_fail_err(&err); goto done; }
-        double ca[MAXR], sa[MAXR], pa[MAXR], taus[MAXR];
+        double ca[MAXR], sa[MAXA][MAXR], pa[MAXR], taus[MAXA][MAXR], dms[MAXA][MAXR];
         specdec_spec_stats last_prof;
         memset(&last_prof, 0, sizeof last_prof);
-        int64_t rounds = 0, drafted = 0, accepted = 0;
-        int64_t pdad[SPECDEC_SPEC_MAX_DEPTH + 1] = {0}, paad[SPECDEC_SPEC_MAX_DEPTH + 1] = {0};
-        int diff_at = -1; bool speculated = true;
+        int64_t rounds[MAXA] = {0}, drafted[MAXA] = {0};
+        int64_t pdad[MAXA][SPECDEC_SPEC_MAX_DEPTH + 1], paad[MAXA][SPECDEC_SPEC_MAX_DEPTH + 1];
+        memset(pdad, 0, sizeof pdad); memset(paad, 0, sizeof paad);
+        int diff_at[MAXA]; bool speculated[MAXA];
+        for (int k = 0; k < na; k++) { diff_at[k] = -1; speculated[k] = true; }
+        bool exact_mode = !(gp.sampling.temperature > 0) || sp.sampling == SPECDEC_SPEC_SEEDED;
         for (int r = -1; r < repeats; r++) {   /* r = -1: warm-up, discarded */
-            int32_t *a = NULL, *b = NULL; int na = 0, nb = 0;
-            specdec_gen_stats gs; specdec_spec_stats ss;
-            if (specdec_generate(ctx, NULL, pids, (int)npids, &gp, &a, &na, &gs, &err) ||
-                specdec_spec_generate(ctx, dr, NULL, pids, (int)npids, &gp, &sp, &b, &nb, &ss, &err)) {
-                rc = cli_fail_err(&err); free(a); free(b); free(pids); goto done;
+            int32_t *a = NULL; int nca = 0;
+            specdec_gen_stats gs;
+            if (specdec_generate(ctx, NULL, pids, (int)npids, &gp, &a, &nca, &gs, &err)) {
+                rc = cli_fail_err(&err); free(pids); goto done;
             }
-            if (!(gp.sampling.temperature > 0) || sp.sampling == SPECDEC_SPEC_SEEDED) {
-                int n = na < nb ? na : nb, k = 0;
-                while (k < n && a[k] == b[k]) k++;
-                if ((k < n || na != nb) && diff_at < 0) diff_at = k;
+            for (int k = 0; k < na; k++) {
+                int32_t *b = NULL; int nb = 0;
+                specdec_spec_stats ss;
+                if (specdec_spec_generate(ctx, drs[k], NULL, pids, (int)npids, &gp, &sp, &b, &nb, &ss, &err)) {
+                    rc = cli_fail_err(&err); free(a); free(pids); goto done;
+                }
+                if (exact_mode) {
+                    int n = nca < nb ? nca : nb, q = 0;
+                    while (q < n && a[q] == b[q]) q++;
+                    if ((q < n || nca != nb) && diff_at[k] < 0) diff_at[k] = q;
+                }
+                free(b);
+                if (r < 0) continue;
+                sa[k][r] = ss.gen.decode_tok_s; taus[k][r] = ss.tau;
+                dms[k][r] = ss.rounds ? ss.draft_ms / (double)ss.rounds : 0;
+                rounds[k] += ss.rounds; drafted[k] += ss.drafted;
+                if (!ss.speculated) speculated[k] = false;
+                for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH; j++) { pdad[k][j] += ss.drafted_at_depth[j]; paad[k][j] += ss.accepted_at_depth[j]; }
             }
-            free(a); free(b);
+            free(a);
             if (profile) {
                 specdec_spec_params pp = sp;
                 pp.profile = true;
@@ -163,71 +205,75 @@ int cmd_bench(int argc, char **argv) {
                 if (r >= 0) pa[r] = last_prof.gen.decode_tok_s;
             }
             if (r < 0) continue;
-            ca[r] = gs.decode_tok_s; sa[r] = ss.gen.decode_tok_s; taus[r] = ss.tau;
-            rounds += ss.rounds; drafted += ss.drafted; accepted += ss.accepted;
-            if (!ss.speculated) speculated = false;
-            for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH; j++) { pdad[j] += ss.drafted_at_depth[j]; paad[j] += ss.accepted_at_depth[j]; }
+            ca[r] = gs.decode_tok_s;
         }
         free(pids);
-        double cmin = ca[0], cmax = ca[0], smin = sa[0], smax = sa[0];
-        for (int r = 0; r < repeats; r++) {
-            if (ca[r] < cmin) cmin = ca[r];
-            if (ca[r] > cmax) cmax = ca[r];
-            if (sa[r] < smin) smin = sa[r];
-            if (sa[r] > smax) smax = sa[r];
-        }
-        double cmed = median(ca, repeats), smed = median(sa, repeats), tmed = median(taus, repeats);
+        double cmin = ca[0], cmax = ca[0];
+        for (int r = 0; r < repeats; r++) { if (ca[r] < cmin) cmin = ca[r]; if (ca[r] > cmax) cmax = ca[r]; }
+        double cmed = median(ca, repeats);
         if (cmed > 0 && (cmax - cmin) / cmed > 0.05) wide = true;
-        if (smed > 0 && (smax - smin) / smed > 0.05) wide = true;
-        if (diff_at >= 0) {
-            mismatched++;
-            P("| %s | %.1f | - | REFUSED | - | - | NO: outputs differ at token %d |\n", ids_s[pi], cmed, diff_at);
-            continue;
+        for (int k = 0; k < na; k++) {
+            const char *arm = k ? dvs[k] : "full";
+            double smin = sa[k][0], smax = sa[k][0];
+            for (int r = 0; r < repeats; r++) { if (sa[k][r] < smin) smin = sa[k][r]; if (sa[k][r] > smax) smax = sa[k][r]; }
+            double smed = median(sa[k], repeats), tmed = median(taus[k], repeats), dmed = median(dms[k], repeats);
+            if (smed > 0 && (smax - smin) / smed > 0.05) wide = true;
+            if (diff_at[k] >= 0) {
+                mismatched++;
+                P("| %s | %s | %.1f | - | REFUSED | - | - | - | NO: outputs differ at token %d |\n", ids_s[pi], arm, cmed, diff_at[k]);
+                continue;
+            }
+            if (!speculated[k] || rounds[k] == 0 || drafted[k] == 0) {
+                refused++;
+                P("| %s | %s | %.1f | %.1f | REFUSED: the speculative arm ran %lld rounds, drafted %lld%s | - | - | - | yes |\n", ids_s[pi],
+                  arm, cmed, smed, (long long)rounds[k], (long long)drafted[k], speculated[k] ? "" : " (declined)");
+                continue;
+            }
+            double spd = cmed > 0 ? smed / cmed : 0;
+            speedups[k][nsp[k]++] = spd;
+            tau_sum[k] += tmed; dms_sum[k] += dmed; tau_n[k]++;
+            char acc[256] = ""; size_t l = 0;
+            for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH && pdad[k][j]; j++) {
+                dad[k][j] += pdad[k][j]; aad[k][j] += paad[k][j];
+                if (l < sizeof acc)
+                    l += (size_t)snprintf(acc + l, sizeof acc - l, "%s%.2f", j > 1 ? " " : "", (double)paad[k][j] / (double)pdad[k][j]);
+            }
+            if (profile) {
+                double pmed = median(pa, repeats);
+                char line[2048];
+                specdec_spec_stats_summary(&last_prof, line, sizeof line);
+                const char *pr = strstr(line, "; drafter profile");
+                fprintf(stderr, "%s: speculative %.1f tok/s without the drafter profile, %.1f with (%.1f%% slower)%s\n", ids_s[pi],
+                        smed, pmed, smed > 0 ? 100.0 * (smed - pmed) / smed : 0.0, pr ? pr : "");
+            }
+            P("| %s | %s | %.1f [%.1f, %.1f] | %.1f [%.1f, %.1f] | %.3f | %.2f | %s | %.2f | %s |\n", ids_s[pi], arm, cmed, cmin, cmax, smed,
+              smin, smax, spd, tmed, acc, dmed, exact_mode ? "yes" : "n/a (rejection)");
         }
-        if (!speculated || rounds == 0 || drafted == 0) {
-            refused++;
-            P("| %s | %.1f | %.1f | REFUSED: the speculative arm ran %lld rounds, drafted %lld%s | - | - | yes |\n", ids_s[pi], cmed,
-              smed, (long long)rounds, (long long)drafted, speculated ? "" : " (declined)");
-            continue;
-        }
-        double spd = cmed > 0 ? smed / cmed : 0;
-        speedups[nsp++] = spd;
-        tau_sum += tmed; tau_n++;
-        char acc[256] = ""; size_t l = 0;
-        for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH && pdad[j]; j++) {
-            l += (size_t)snprintf(acc + l, sizeof acc - l, "%s%.2f", j > 1 ? " " : "", (double)paad[j] / (double)pdad[j]);
-            dad[j] += pdad[j]; aad[j] += paad[j];
-            if (l >= sizeof acc) break;
-        }
-        if (profile) {
-            double pmed = median(pa, repeats);
-            char line[2048];
-            specdec_spec_stats_summary(&last_prof, line, sizeof line);
-            const char *pr = strstr(line, "; drafter profile");
-            fprintf(stderr, "%s: speculative %.1f tok/s without the drafter profile, %.1f with (%.1f%% slower)%s\n", ids_s[pi],
-                    smed, pmed, smed > 0 ? 100.0 * (smed - pmed) / smed : 0.0, pr ? pr : "");
-        }
-        P("| %s | %.1f [%.1f, %.1f] | %.1f [%.1f, %.1f] | %.3f | %.2f | %s | %s |\n", ids_s[pi], cmed, cmin, cmax, smed, smin,
-          smax, spd, tmed, acc, (!(gp.sampling.temperature > 0) || sp.sampling == SPECDEC_SPEC_SEEDED) ? "yes" : "n/a (rejection)");
     }
     loadavg(la1, sizeof la1);
     P("\nloadavg after: %s\n", la1);
     if (wide) P("\nNOTE: some arms spread wider than 5%% (min..max over the median): treat those rows with care.\n");
-    if (mismatched) P("\n%d prompt(s): speculative output DIFFERS from classic at temperature 0: no comparison printed for them.\n", mismatched);
-    if (refused) P("\n%d prompt(s) refused: the speculative arm's counters did not move.\n", refused);
-    if (nsp > 0) {
-        double smed_all = median(speedups, nsp);   /* sorts speedups */
-        P("\nmedian speedup over %d prompts: %.3f (min %.3f, max %.3f); mean of per-prompt median tau %.2f; acceptance by depth:",
-          nsp, smed_all, speedups[0], speedups[nsp - 1], tau_sum / tau_n);
-        for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH && dad[j]; j++) P(" %.2f", (double)aad[j] / (double)dad[j]);
+    if (mismatched) P("\n%d prompt/arm row(s): speculative output DIFFERS from classic at temperature 0: no comparison printed for them.\n", mismatched);
+    if (refused) P("\n%d prompt/arm row(s) refused: the speculative arm's counters did not move.\n", refused);
+    int ncmp = 0;
+    for (int k = 0; k < na; k++) {
+        if (nsp[k] == 0) continue;
+        ncmp++;
+        double smed_all = median(speedups[k], nsp[k]);   /* sorts speedups */
+        P("\n%s%s%smedian speedup over %d prompts: %.3f (min %.3f, max %.3f); mean of per-prompt median tau %.2f; "
+          "mean draft ms/round %.2f; acceptance by depth:", na > 1 ? "arm " : "", na > 1 ? (k ? dvs[k] : "full") : "",
+          na > 1 ? ": " : "", nsp[k], smed_all, speedups[k][0], speedups[k][nsp[k] - 1], tau_sum[k] / tau_n[k],
+          dms_sum[k] / tau_n[k]);
+        for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH && dad[k][j]; j++) P(" %.2f", (double)aad[k][j] / (double)dad[k][j]);
         P("\n");
-    } else P("\nno comparison: no prompt passed the guards\n");
+    }
+    if (ncmp == 0) P("\nno comparison: no prompt passed the guards\n");
 #undef P
     if (o) fclose(o);
-    rc = (mismatched || nsp == 0) ? 1 : 0;
+    rc = (mismatched || ncmp < na) ? 1 : 0;
 done:
     for (int i = 0; i < np; i++) free(texts[i]);
-    specdec_drafter_free(dr);
+    for (int k = 0; k < na; k++) specdec_drafter_free(drs[k]);
     specdec_ctx_free(ctx);
     specdec_model_free(m);
     specdec_tokenizer_free(tok);

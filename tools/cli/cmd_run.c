@@ -5,6 +5,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* --draft-vocab FILE[:N] (shared with cmd_bench.c): attach the reduced draft vocabulary of FILE,
+ * its first N ids when ":N" (digits) ends the value. */
+specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_err *err) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s", spec);
+    long n = 0;
+    char *c = strrchr(path, ':');
+    if (c && c[1]) {
+        char *end;
+        long v = strtol(c + 1, &end, 10);
+        if (!*end && v >= 0) { n = v; *c = 0; }
+    }
+    if (n > 1 << 24) { snprintf(err->msg, sizeof err->msg, "--draft-vocab: N %ld too big", n); return err->status = SPECDEC_ERR_INVALID_ARG; }
+    return specdec_drafter_set_draft_vocab(dr, path, (int)n, err);
+}
+
 static bool write_text(const char *s, size_t n, void *user) {
     *(bool *)user = true;
     fwrite(s, 1, n, stdout);
@@ -18,7 +34,7 @@ int cmd_run(int argc, char **argv) {
     specdec_gen_params gp = specdec_gen_default_params();
     specdec_ctx_params cp = specdec_ctx_default_params();
     specdec_spec_params sp = specdec_spec_default_params();
-    const char *draft = NULL, *stats_json = NULL;
+    const char *draft = NULL, *stats_json = NULL, *dvocab = NULL;
     long v; double d;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -60,10 +76,12 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--allow-inexact")) sp.allow_inexact = true;
         else if (!strcmp(a, "--profile-drafter")) sp.profile = true;
         else if (!strcmp(a, "--probe-draws")) { if (cli_int(a, val, 1, 64, &v)) return 1; sp.probe_draws = (int)v; i++; }
+        else if (!strcmp(a, "--draft-vocab")) { if (!val) return cli_fail("--draft-vocab needs FILE[:N]"); dvocab = val; i++; }
         else if (!strcmp(a, "--stats-json")) { if (!val) return cli_fail("--stats-json needs a file"); stats_json = val; i++; }
         else return cli_fail("run: unknown option '%s'", a);
     }
     if (!dir || !prompt) return cli_fail("run needs -m DIR and -p TEXT");
+    if (dvocab && (!draft || strcmp(draft, "mtp"))) return cli_fail("--draft-vocab needs --draft mtp");
     gp.stop = stops; gp.n_stop = n_stop;
     bool wrote = false;
     gp.on_text = write_text;
@@ -80,7 +98,7 @@ int cmd_run(int argc, char **argv) {
         specdec_tokenize(tok, prompt, strlen(prompt), &ids, &n_ids, &err) ||
         cli_load_model(dir, draft && !strcmp(draft, "mtp"), &m, &err) ||
         specdec_ctx_init(m, &cp, &ctx, &err) ||
-        (draft && specdec_drafter_init(m, draft, &dr, &err))) {
+        (draft && specdec_drafter_init(m, draft, &dr, &err)) || (dvocab && cli_draft_vocab(dr, dvocab, &err))) {
         rc = cli_fail_err(&err);
         goto done;
     }
@@ -103,6 +121,11 @@ int cmd_run(int argc, char **argv) {
         char line[2048];
         specdec_spec_stats_summary(&ss, line, sizeof line);
         fprintf(stderr, "%s\n", line);
+        if (dvocab) {
+            specdec_model_info mi;
+            specdec_model_get_info(m, &mi);
+            fprintf(stderr, "[spec] draft vocabulary: %d of %d ids (%s)\n", specdec_drafter_draft_vocab_size(dr), mi.vocab_size, dvocab);
+        }
         if (stats_json && specdec_spec_stats_write_json(&ss, stats_json, &err)) { rc = cli_fail_err(&err); goto done; }
     } else if (stats_json) {
         specdec_spec_stats none;
