@@ -68,3 +68,19 @@ specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m,
     if (isatty(2)) mp.progress = progress;
     return specdec_model_load(dir, &mp, m, err);
 }
+
+/* --draft-vocab FILE[:N] (run and bench): attach the reduced draft vocabulary of FILE,
+ * its first N ids when ":N" (digits) ends the value. */
+specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_err *err) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s", spec);
+    long n = 0;
+    char *c = strrchr(path, ':');
+    if (c && c[1]) {
+        char *end;
+        long v = strtol(c + 1, &end, 10);
+        if (!*end && v >= 0) { n = v; *c = 0; }
+    }
+    if (n > 1 << 24) { snprintf(err->msg, sizeof err->msg, "--draft-vocab: N %ld too big", n); return err->status = SPECDEC_ERR_INVALID_ARG; }
+    return specdec_drafter_set_draft_vocab(dr, path, (int)n, err);
+}

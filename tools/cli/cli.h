@@ -23,5 +23,7 @@ int cli_float(const char *opt, const char *s, double lo, double hi, double *out)
 /* Load a model showing a progress bar on stderr when it is a terminal. */
 specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m, specdec_err *err);
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out);
+/* --draft-vocab FILE[:N]: attach the first N ids (all when no ":N") of a draft vocabulary file. */
+specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_err *err);
 
 #endif

@@ -33,7 +33,6 @@ static void loadavg(char *buf, size_t n) {
 #define MAXR 64
 #define MAXA 3   /* speculative arms: the full head + up to 2 draft vocabularies */
 
-specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_err *err);   /* cmd_run.c */
 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *draft = NULL, *prompts_path = NULL, *out_path = NULL;

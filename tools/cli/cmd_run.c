@@ -5,22 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* --draft-vocab FILE[:N] (shared with cmd_bench.c): attach the reduced draft vocabulary of FILE,
- * its first N ids when ":N" (digits) ends the value. */
-specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_err *err) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s", spec);
-    long n = 0;
-    char *c = strrchr(path, ':');
-    if (c && c[1]) {
-        char *end;
-        long v = strtol(c + 1, &end, 10);
-        if (!*end && v >= 0) { n = v; *c = 0; }
-    }
-    if (n > 1 << 24) { snprintf(err->msg, sizeof err->msg, "--draft-vocab: N %ld too big", n); return err->status = SPECDEC_ERR_INVALID_ARG; }
-    return specdec_drafter_set_draft_vocab(dr, path, (int)n, err);
-}
-
 static bool write_text(const char *s, size_t n, void *user) {
     *(bool *)user = true;
     fwrite(s, 1, n, stdout);
