@@ -42,8 +42,10 @@ void srv_metrics_generation(srv_metrics *m, const srv_job *j) {
             m->spec_rounds += (uint64_t)j->spec.rounds;
             m->spec_drafted += (uint64_t)j->spec.drafted;
             m->spec_accepted += (uint64_t)j->spec.accepted;
-            m->last_tau = j->spec.tau;
-            m->last_acceptance = j->spec.acceptance;
+            if (j->spec.rounds > 0) {   /* a generation that ran no round says nothing about tau */
+                m->last_tau = j->spec.tau;
+                m->last_acceptance = j->spec.acceptance;
+            }
         }
     }
     pthread_mutex_unlock(&m->mu);
@@ -103,7 +105,7 @@ char *srv_metrics_render(srv_server *s) {
         "specdec_spec_accepted_total %llu\n"
         "# HELP specdec_spec_acceptance Accepted / drafted over all generations.\n# TYPE specdec_spec_acceptance gauge\n"
         "specdec_spec_acceptance %.4f\n"
-        "# HELP specdec_spec_tau Mean tokens emitted per round of the last speculative generation.\n# TYPE specdec_spec_tau gauge\n"
+        "# HELP specdec_spec_tau Mean tokens emitted per round of the last generation that ran speculative rounds.\n# TYPE specdec_spec_tau gauge\n"
         "specdec_spec_tau %.4f\n"
         "# HELP specdec_spec_probe_verdict Exactness probe of the drafter: 1 passed, 0 failed (declined), -1 not run.\n"
         "# TYPE specdec_spec_probe_verdict gauge\n"
