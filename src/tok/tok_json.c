@@ -162,6 +162,9 @@ static bool push_u32(uint32_t **a, size_t *n, size_t *cap, uint32_t v) {
 }
 
 static bool vocab(scan *s, sd_tok_doc *d) {
+    /* A second "vocab" would append to arrays whose count was already divided: refuse it, as
+     * HF's loader refuses a duplicate field. */
+    if (d->have_vocab) return fail(s, "duplicate key \"vocab\"");
     if (!expect(s, '{')) return false;
     sd_buf key = {0};
     size_t cap = 0;
@@ -184,6 +187,7 @@ static bool vocab(scan *s, sd_tok_doc *d) {
 }
 
 static bool merges(scan *s, sd_tok_doc *d) {
+    if (d->have_merges) return fail(s, "duplicate key \"merges\"");
     if (!expect(s, '[')) return false;
     size_t cap = 0;
     bool more = true, ok = true;

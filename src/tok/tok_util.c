@@ -111,6 +111,7 @@ const sd_pair_slot *sd_pairmap_get(const sd_pairmap *m, int32_t a, int32_t b) {
 /* ---- UTF-8 -------------------------------------------------------------------------- */
 
 int sd_utf8_step(const uint8_t *s, size_t n) {
+    if (n == 0) return 0;   /* never read past the text */
     uint8_t c = s[0];
     if (c < 0x80) return 1;
     int need;
