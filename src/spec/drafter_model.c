@@ -38,8 +38,9 @@ static specdec_status dm_bind(specdec_drafter *d, const sd_target *t, specdec_er
     if (!t->pool || !t->ops) return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "draft model: needs a CPU target");
     const sd_config *c = &g->dm->cfg;
     int n_ctx = t->n_ctx < c->max_position_embeddings ? t->n_ctx : c->max_position_embeddings;
-    if (g->cx && g->key_nctx == n_ctx && g->key_mb == t->max_batch && g->key_threads == t->n_threads &&
-        g->key_ops == t->ops && g->key_kv == t->kv_dtype) {
+    /* reuse only when the history buffers (sized from the target's n_ctx) are large enough too */
+    if (g->cx && g->key_nctx == n_ctx && g->cap >= t->n_ctx + 2 && g->key_mb == t->max_batch &&
+        g->key_threads == t->n_threads && g->key_ops == t->ops && g->key_kv == t->kv_dtype) {
         g->cx->rt.pool = t->pool;
         g->cx->n_past = 0;
         return SPECDEC_OK;
@@ -82,6 +83,11 @@ static specdec_status dm_prefill(specdec_drafter *d, const int32_t *prompt, int 
 static specdec_status dm_accept(specdec_drafter *d, int pos0, const int32_t *tokens, const float *hidden,
                                 int T, specdec_err *err) {
     dmodel *g = d->impl;
+    /* During a chunked prompt prefill the round reports each chunk; the history already holds the
+     * whole prompt, so a slice that lies inside it and agrees with it changes nothing (truncating
+     * here would throw the prefilled draft KV away). */
+    if (pos0 + 1 + T < g->n_hist && !memcmp(g->hist + pos0 + 1, tokens, sizeof *tokens * (size_t)T))
+        return SPECDEC_OK;
     if (pos0 + 1 > g->n_hist || pos0 + 1 + T > g->cap)
         return sd_fail(err, SPECDEC_ERR_INTERNAL, "draft model accept at %d: history holds %d", pos0, g->n_hist);
     memcpy(g->hist + pos0 + 1, tokens, sizeof(int32_t) * (size_t)T);
