@@ -298,10 +298,12 @@ typedef struct specdec_spec_stats {
     char note[256];                  /* why speculation was declined / warnings ("" when none) */
     int block_size;                  /* fixed K, or 0 for auto */
     int64_t rounds, drafted, accepted, emitted;
-    int64_t zero_accept_rounds, partial_accept_rounds, full_accept_rounds;
+    int64_t zero_accept_rounds, partial_accept_rounds, full_accept_rounds; /* a round whose drafter
+                                       proposed nothing (n-gram miss) counts as zero-accept */
     int64_t drafted_at_depth[SPECDEC_SPEC_MAX_DEPTH + 1];  /* [d]: rounds that drafted depth d (1-based) */
     int64_t accepted_at_depth[SPECDEC_SPEC_MAX_DEPTH + 1]; /* [d]: rounds that accepted depth d */
-    int64_t rounds_at_width[SPECDEC_SPEC_MAX_DEPTH + 1];   /* [K]: rounds run at width K */
+    int64_t rounds_at_width[SPECDEC_SPEC_MAX_DEPTH + 1];   /* [K]: rounds for which width K was chosen
+                                       (the verify covers 1 + the drafts actually proposed) */
     double tau;                      /* emitted / rounds (bonus included) */
     /* wall time summed over rounds (ms); residual = round - the named phases */
     double round_ms, draft_ms, verify_ms, walk_ms, finalize_ms, accept_ms, residual_ms;
