@@ -287,6 +287,10 @@ static specdec_status quantize_into(const char *in, const char *tmp, const sd_co
                         t->name, (long long)cols, G);
             break;
         }
+        if (strlen(t->name) >= 500) {   /* base[512] below must hold the name: never rename silently */
+            s = sd_fail(err, SPECDEC_ERR_FORMAT, "%s: tensor name of %zu bytes is too long to quantize", path, strlen(t->name));
+            break;
+        }
         double rel = 0, mx = 0;
         if ((s = quant_one(t, B, G, path, &qs[i], &rel, &mx, err)) != SPECDEC_OK) break;
         if (p->report) p->report(t->name, rel, mx, p->report_user);
