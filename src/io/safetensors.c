@@ -3,6 +3,7 @@
  * handed out. A set gathers one file or the shards named by model.safetensors.index.json; lookups
  * go through an array of tensor indices sorted by name (bsearch). The writer is in st_writer.c. */
 #include "io/safetensors.h"
+#include "util/path.h"
 #include "util/dtype.h"
 #include "util/err.h"
 
@@ -49,16 +50,6 @@ static char *st_strdup(const char *s) {
     return d;
 }
 
-static char *path_join(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    size_t k = a;
-    if (a > 0 && dir[a - 1] != '/') p[k++] = '/';
-    memcpy(p + k, name, b + 1);
-    return p;
-}
 
 /* The lookup table keeps each name beside its index so sorting needs no global context. */
 static int cmp_by_name(const void *a, const void *b) {
@@ -320,7 +311,7 @@ static specdec_status open_index(const char *dir, const char *ipath, sd_st_set *
     }
     /* Open every shard once. */
     for (int k = 0; k < n_shards; k++) {
-        char *sp = path_join(dir, shards[k]);
+        char *sp = sd_path_join(dir, shards[k]);
         if (!sp) { st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory"); goto done; }
         st = load_file(s, sp, err);
         free(sp);
@@ -351,8 +342,8 @@ done:
 specdec_status sd_st_open_dir(const char *dir, sd_st_set **out, specdec_err *err) {
     if (!dir || !out) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "sd_st_open_dir: NULL argument");
     *out = NULL;
-    char *ipath = path_join(dir, "model.safetensors.index.json");
-    char *spath = path_join(dir, "model.safetensors");
+    char *ipath = sd_path_join(dir, "model.safetensors.index.json");
+    char *spath = sd_path_join(dir, "model.safetensors");
     sd_st_set *s = set_new();
     specdec_status st;
     if (!ipath || !spath || !s) { st = sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory", dir); goto done; }

@@ -5,6 +5,7 @@
  * over good data. Sharded output uses the Hugging Face names model-0000i-of-0000n.safetensors plus
  * model.safetensors.index.json {"metadata": {"total_size": N}, "weight_map": {...}}. */
 #include "io/safetensors.h"
+#include "util/path.h"
 #include "util/dtype.h"
 #include "util/err.h"
 
@@ -80,15 +81,6 @@ specdec_status sd_st_writer_add(sd_st_writer *w, const char *name, specdec_dtype
     return SPECDEC_OK;
 }
 
-static char *join2(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
-    return p;
-}
 
 static specdec_status write_all(int fd, const void *buf, size_t n, const char *path, specdec_err *err) {
     const char *p = buf;
@@ -184,7 +176,7 @@ specdec_status sd_st_writer_write(sd_st_writer *w, const char *dir, uint64_t max
         if (sharded) snprintf(nm, sizeof nm, "model-%05d-of-%05d.safetensors", k + 1, n_sh);
         else snprintf(nm, sizeof nm, "model.safetensors");
         names[k] = strdup(nm);
-        final[k] = join2(dir, nm);
+        final[k] = sd_path_join(dir, nm);
         size_t fl = final[k] ? strlen(final[k]) : 0;
         tmp[k] = final[k] ? malloc(fl + 5) : NULL;
         if (!names[k] || !tmp[k]) { st = sd_fail(err, SPECDEC_ERR_NOMEM, "writer: out of memory"); goto done; }
@@ -208,7 +200,7 @@ specdec_status sd_st_writer_write(sd_st_writer *w, const char *dir, uint64_t max
         json_object_set(root, "weight_map", wmap);
         char *js = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(root);
-        final[n_sh] = join2(dir, "model.safetensors.index.json");
+        final[n_sh] = sd_path_join(dir, "model.safetensors.index.json");
         tmp[n_sh] = final[n_sh] ? malloc(strlen(final[n_sh]) + 5) : NULL;
         if (!js || !tmp[n_sh]) { free(js); st = sd_fail(err, SPECDEC_ERR_NOMEM, "writer: out of memory"); goto done; }
         sprintf(tmp[n_sh], "%s.tmp", final[n_sh]);

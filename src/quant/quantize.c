@@ -11,6 +11,7 @@
  * The output is built in a sibling OUT.tmp-XXXXXX and renamed into place at the end; an existing
  * non-empty OUT is never touched. */
 #include "specdec.h"
+#include "util/path.h"
 #include "io/safetensors.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -135,12 +136,6 @@ static specdec_status quant_one(const sd_st_tensor *t, int bits, int G, const ch
 
 /* ---- files ---- */
 
-static char *join(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    char *p = malloc(la + lb + 2);
-    if (p) { memcpy(p, a, la); p[la] = '/'; memcpy(p + la + 1, b, lb + 1); }
-    return p;
-}
 
 static specdec_status write_synced(const char *path, const void *data, size_t len, specdec_err *err) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -200,7 +195,7 @@ static specdec_status copy_side_files(const char *in, const char *out, specdec_e
         if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "config.json") || ends_with(n, ".safetensors") ||
             ends_with(n, ".safetensors.index.json") || ends_with(n, ".tmp"))
             continue;
-        char *src = join(in, n), *dst = join(out, n);
+        char *src = sd_path_join(in, n), *dst = sd_path_join(out, n);
         struct stat sb;
         if (!src || !dst) st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
         else if (stat(src, &sb) == 0 && S_ISREG(sb.st_mode)) st = copy_file(src, dst, err); /* follows HF-cache symlinks */
@@ -213,7 +208,7 @@ static specdec_status copy_side_files(const char *in, const char *out, specdec_e
 
 /* IN's config.json with "quantization" and "quantization_config" = {"group_size", "bits"}. */
 static specdec_status write_config(const char *in, const char *out, int bits, int G, specdec_err *err) {
-    char *src = join(in, "config.json"), *dst = join(out, "config.json");
+    char *src = sd_path_join(in, "config.json"), *dst = sd_path_join(out, "config.json");
     specdec_status st = SPECDEC_OK;
     json_error_t je;
     json_t *root = src ? json_load_file(src, JSON_REJECT_DUPLICATES, &je) : NULL;
@@ -248,7 +243,7 @@ static void remove_tmp_dir(const char *dir) {
     if (d) {
         for (struct dirent *de; (de = readdir(d));) {
             if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-            char *p = join(dir, de->d_name);
+            char *p = sd_path_join(dir, de->d_name);
             if (p) unlink(p);
             free(p);
         }
