@@ -18,54 +18,11 @@
 #include "specdec.h"
 #include "cpu/pool.h"
 #include "../tests/tiny_model.h"
+#include "bench_util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) { qsort(v, (size_t)n, sizeof *v, cmpd); return v[n / 2]; }
-
-/* ---- bandwidth: each thread sums its contiguous slice of a 1 GiB buffer ---- */
-typedef struct { const uint64_t *buf; size_t n; uint64_t sums[64]; } bw_job;
-static void bw_task(void *arg, int ith, int nth) {
-    bw_job *j = (bw_job *)arg;
-    size_t a = j->n * ith / nth, b = j->n * (ith + 1) / nth;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = a; i + 4 <= b; i += 4) { s0 += j->buf[i]; s1 += j->buf[i + 1]; s2 += j->buf[i + 2]; s3 += j->buf[i + 3]; }
-    j->sums[ith & 63] = s0 + s1 + s2 + s3;
-}
-static void measure_bw(int nth, double *best, double *med) {
-    sd_pool *p = sd_pool_create(nth);
-    size_t bytes = (size_t)1 << 30, n = bytes / 8;
-    uint64_t *buf = (uint64_t *)malloc(bytes);
-    *best = *med = 0;
-    if (!p || !buf) { free(buf); sd_pool_free(p); return; }
-    for (size_t i = 0; i < n; i++) buf[i] = i * 0x9E3779B97F4A7C15ULL;
-    bw_job j = {buf, n, {0}};
-    double ts[9];
-    for (int r = 0; r < 10; r++) {
-        double t0 = now_s();
-        sd_pool_run(p, bw_task, &j);
-        if (r > 0) ts[r - 1] = now_s() - t0;
-    }
-    uint64_t s = 0;
-    for (int i = 0; i < 64; i++) s += j.sums[i];
-    if (s == 42) printf("(checksum)\n");
-    double m = median(ts, 9);
-    *best = (double)bytes / ts[0];
-    *med = (double)bytes / m;
-    free(buf);
-    sd_pool_free(p);
-}
 
 static int fwd(specdec_ctx *c, const int32_t *tok, int T, float *logits) {
     specdec_err e = {0};
@@ -109,8 +66,10 @@ int main(int argc, char **argv) {
     double t_build = now_s() - t0;
 
     /* 2. bandwidth */
-    double bw_best, bw_med;
-    measure_bw(nth, &bw_best, &bw_med);
+    double bw_best = 0, bw_med = 0;
+    sd_pool *bwp = sd_pool_create(nth);
+    if (bwp) measure_bw(bwp, 9, &bw_best, &bw_med);
+    sd_pool_free(bwp);
     printf("bench_decode: threads=%d reps=%d steps=%d loadavg %s", nth, reps, steps, load);
     printf("model: vocab %d hidden %d layers %d heads %d/%d hd %d inter %d tied, q%d g%d %s (built+quantized+loaded in %.1f s)\n",
            info.vocab_size, info.hidden_size, info.n_layers, info.n_heads, info.n_kv_heads, info.head_dim,

@@ -13,6 +13,7 @@
  * "ab MA MB" picks the two arms' sd_avx512_qs_mode values instead (default 0 and 1; bits 1-2
  * select the 4-bit unpack, see ops_avx512.c), e.g. "ab 1 3" = shift+permute vs exponent trick.
  * Usage: bench_matmul [threads=2] [samples=9] [shape filter, e.g. 151936] [kind filter, e.g. q4] [ab [MA MB]] */
+#include "bench_util.h"
 #include "cpu/ops.h"
 #include "cpu/ops_internal.h"
 #include "util/dtype.h"
@@ -20,42 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ---- bandwidth: each thread sums its contiguous slice ---- */
-typedef struct { const uint64_t *buf; size_t n; uint64_t sums[64]; } bw_job;
-static void bw_task(void *arg, int ith, int nth) {
-    bw_job *j = (bw_job *)arg;
-    size_t a = j->n * ith / nth, b = j->n * (ith + 1) / nth;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = a; i + 4 <= b; i += 4) { s0 += j->buf[i]; s1 += j->buf[i + 1]; s2 += j->buf[i + 2]; s3 += j->buf[i + 3]; }
-    j->sums[ith & 63] = s0 + s1 + s2 + s3;
-}
-
-static double measure_bw(sd_pool *p) {
-    size_t bytes = (size_t)1 << 30, n = bytes / 8;
-    uint64_t *buf = (uint64_t *)malloc(bytes);
-    if (!buf) return 0;
-    for (size_t i = 0; i < n; i++) buf[i] = i * 0x9E3779B97F4A7C15ULL;
-    bw_job j = {buf, n, {0}};
-    double best = 1e30;
-    for (int r = 0; r < 6; r++) {
-        double t0 = now_s();
-        sd_pool_run(p, bw_task, &j);
-        double t = now_s() - t0;
-        if (r > 0 && t < best) best = t;
-    }
-    uint64_t s = 0;
-    for (int i = 0; i < 64; i++) s += j.sums[i];
-    if (s == 42) printf("(checksum)\n");
-    free(buf);
-    return (double)bytes / best;
-}
 
 /* ---- matrices ---- */
 static uint64_t rs = 0x12345678abcdefULL;
@@ -98,10 +63,6 @@ static void set_arm(int on) { sd_avx512_qs_mode = arm_mode[on ? 1 : 0]; }
 static void set_arm(int on) { (void)on; }
 #endif
 
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
     int nth = argc > 1 ? atoi(argv[1]) : 2;
@@ -118,7 +79,9 @@ int main(int argc, char **argv) {
     FILE *la = fopen("/proc/loadavg", "r");
     char load[128] = "?";
     if (la) { if (!fgets(load, sizeof load, la)) strcpy(load, "?\n"); fclose(la); }
-    double bw = measure_bw(p);
+    double bw, bw_med;
+    measure_bw(p, 5, &bw, &bw_med);   /* best of 5 timed passes */
+    (void)bw_med;
     const sd_ops *F = sd_ops_fast();
     printf("bench_matmul: simd=%s threads=%d samples=%d loadavg %s", sd_simd_name(), nth, samples, load);
     printf("streaming read bandwidth (1 GiB, %d threads, best of 5): %.2f GB/s\n\n", nth, bw / 1e9);
