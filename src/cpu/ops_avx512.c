@@ -446,12 +446,7 @@ static void attn_one(const float *q, const void *k, const void *v, size_t stride
         if (s > mx) mx = s;
     }
     /* softmax weights in key order */
-    float sum = 0.0f;
-    for (int j = 0; j < n; j++) {
-        float e = expf(sc[j] - mx);
-        sc[j] = e;
-        sum += e;
-    }
+    float sum = sd_softmax_exp(sc, n, mx);
     float inv = 1.0f / sum;
     /* out = sum_j p_j v_j in key order, HD_CH chunks at a time */
     for (int c0 = 0; c0 < nch; c0 += HD_CH) {

@@ -14,6 +14,7 @@
  * of every sum depend only on cols (and L), never on T or the thread split. */
 #ifndef SD_OPS_INTERNAL_H
 #define SD_OPS_INTERNAL_H
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "cpu/ops.h"
@@ -70,5 +71,18 @@ extern int sd_ops_dbg_break;
  * SIMD version of them. */
 void sd_ref_rope(float *x, int T, int n_heads, int hd, int pos0, const float *cos_t, const float *sin_t);
 void sd_ref_silu_mul(float *g, const float *u, int n, int T);
+
+/* Softmax numerators in key order, shared by every SIMD level so that the weights (and their
+ * sum, accumulated in the same fixed order) are the same bits everywhere: sc[j] = exp(sc[j] - mx),
+ * returns the sum. */
+static inline float sd_softmax_exp(float *sc, int n, float mx) {
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        float e = expf(sc[j] - mx);
+        sc[j] = e;
+        sum += e;
+    }
+    return sum;
+}
 
 #endif
