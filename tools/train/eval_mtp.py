@@ -132,6 +132,53 @@ def summarize(rows, K):
             "tau_per_prompt_median": sorted(r["emitted"] / max(1, r["rounds"]) for r in rows)[len(rows) // 2]}
 
 
+def eval_prompts(ref, tok, prompts, idxs, n_new, Ks, tag=""):
+    """The records of prompts[i] for i in idxs: plain greedy, then the round at every K."""
+    t0 = time.time()
+    recs = []
+    for j, i in enumerate(idxs):
+        p = prompts[i]
+        ids = tok.encode(p["prompt"], add_special_tokens=False).ids
+        g = ref.greedy(ids, n_new)
+        rec = {"index": i, "id": p["id"], "kind": p["kind"], "prompt_tokens": len(ids), "greedy": g}
+        for K in Ks:
+            out, st = ref.spec(ids, n_new, K)
+            st["first_diff"] = next((k for k in range(n_new) if out[k] != g[k]), None)
+            st["tau"] = st["emitted"] / max(1, st["rounds"])
+            rec["K%d" % K] = st
+        recs.append(rec)
+        if j < 2 or (j + 1) % 8 == 0:
+            print("[eval%s] %d/%d %s: %s (%.0f s)" % (tag, j + 1, len(idxs), p["id"],
+                  " ".join("K%d tau %.2f" % (K, rec["K%d" % K]["tau"]) for K in Ks), time.time() - t0), flush=True)
+    return recs
+
+
+def run_workers(a, n_prompts):
+    """Shard the prompts over a.workers processes on the same GPU (each is launch-bound at batch 1,
+    so they overlap almost perfectly); returns the records in prompt order, or None if any failed."""
+    import subprocess
+    procs, outs = [], []
+    for w in range(a.workers):
+        o = "%s.shard%d" % (a.out, w)
+        outs.append(o)
+        cmd = [sys.executable, os.path.abspath(__file__), "--model", a.model, "--prompts", a.prompts, "--out", o,
+               "--new", str(a.new), "--ks", a.ks, "--limit", str(a.limit), "--shard", "%d/%d" % (w, a.workers)]
+        procs.append(subprocess.Popen(cmd))
+    rcs = [p.wait() for p in procs]
+    if any(rcs):
+        print("[eval] WARNING worker exit codes %s; falling back to one process" % rcs, flush=True)
+        return None
+    recs = []
+    for o in outs:
+        recs.extend(json.load(open(o))["records"])
+        os.remove(o)
+    recs.sort(key=lambda r: r["index"])
+    if [r["index"] for r in recs] != list(range(n_prompts)):
+        print("[eval] WARNING workers returned %d records for %d prompts; falling back" % (len(recs), n_prompts), flush=True)
+        return None
+    return recs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -140,6 +187,8 @@ def main():
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--ks", type=str, default="4,6")
     ap.add_argument("--limit", type=int, default=0, help="smoke: first N prompts of each kind")
+    ap.add_argument("--workers", type=int, default=1, help="processes sharing the GPU (results are identical)")
+    ap.add_argument("--shard", type=str, default="", help="internal: W/N, write this shard's raw records")
     a = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -147,36 +196,35 @@ def main():
     torch.set_float32_matmul_precision("highest")
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(os.path.join(a.model, "tokenizer.json"))
-    cfg, target, mtp = load_export(a.model, dev)
-    ref = Ref(target, mtp, dev)
     prompts = read_prompts(a.prompts)
     if a.limit:
         prompts = [p for p in prompts if p["kind"] == "c"][:a.limit] + [p for p in prompts if p["kind"] == "en"][:a.limit]
     Ks = [int(k) for k in a.ks.split(",")]
     t0 = time.time()
-    per_prompt = []
+    if a.shard:
+        w, n = (int(x) for x in a.shard.split("/"))
+        cfg, target, mtp = load_export(a.model, dev)
+        recs = eval_prompts(Ref(target, mtp, dev), tok, prompts, list(range(w, len(prompts), n)), a.new, Ks, " %d/%d" % (w, n))
+        save_json(a.out, {"records": recs})
+        return
+    recs = run_workers(a, len(prompts)) if a.workers > 1 else None
+    if recs is None:
+        cfg, target, mtp = load_export(a.model, dev)
+        recs = eval_prompts(Ref(target, mtp, dev), tok, prompts, list(range(len(prompts))), a.new, Ks)
     by = {K: {"c": [], "en": [], "all": []} for K in Ks}
     mismatches = {K: [] for K in Ks}
-    for i, p in enumerate(prompts):
-        ids = tok.encode(p["prompt"], add_special_tokens=False).ids
-        g = ref.greedy(ids, a.new)
-        rec = {"id": p["id"], "kind": p["kind"], "prompt_tokens": len(ids), "greedy": g}
+    for rec in recs:
         for K in Ks:
-            out, st = ref.spec(ids, a.new, K)
-            if out != g:
-                first = next(j for j in range(a.new) if out[j] != g[j])
-                mismatches[K].append({"id": p["id"], "first_diff": first})
-            st["tau"] = st["emitted"] / max(1, st["rounds"])
-            rec["K%d" % K] = st
-            by[K][p["kind"]].append(st)
+            st = rec["K%d" % K]
+            if st["first_diff"] is not None:
+                mismatches[K].append({"id": rec["id"], "first_diff": st["first_diff"]})
+            by[K][rec["kind"]].append(st)
             by[K]["all"].append(st)
-        per_prompt.append(rec)
-        if i < 2 or (i + 1) % 16 == 0:
-            print("[eval] %d/%d %s: %s (%.0f s)" % (i + 1, len(prompts), p["id"],
-                  " ".join("K%d tau %.2f" % (K, rec["K%d" % K]["tau"]) for K in Ks), time.time() - t0), flush=True)
+    per_prompt = recs
     res = {"model": a.model, "new_tokens": a.new, "block_sizes": Ks, "compute": "float32, bf16 weights, TF32 off",
            "protocol": "design.md round; tau = emitted/rounds incl. bonus; first token (prefill) not counted; "
                        "all rounds counted, output cut to new_tokens; eos not a stop",
+           "workers": a.workers,
            "summary": {}, "mismatch_vs_greedy": mismatches, "seconds": None, "per_prompt": per_prompt,
            "samples": [{"id": r["id"], "continuation": tok.decode(r["greedy"])} for r in per_prompt[:2] +
                        [r for r in per_prompt if r["kind"] == "en"][:1]]}
