@@ -198,7 +198,7 @@ def main():
     ap.add_argument("--src", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--prompts", required=True)
-    ap.add_argument("--budget-mib", type=float, default=38.0, help="train.xz + heldout.xz target")
+    ap.add_argument("--budget-mib", type=float, default=50.0, help="train.xz + heldout.xz target")
     ap.add_argument("--heldout-max-bytes", type=int, default=12_000_000)
     ap.add_argument("--max-file-bytes", type=int, default=200_000)
     ap.add_argument("--xz-level", type=int, default=6)

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The training recipe's driver on the GPU machine (run from the repo root there; needs .dev/corpus
-# carried). One device command may last at most 10 minutes and the machine is kept only while
+# The training recipe's driver on the GPU machine (run from the repo root there; needs .dev/corpus and
+# .dev/bin carried). One device command may last at most 10 minutes and the machine is kept only while
 # calls follow each other closely, so the stages run detached and each call returns quickly:
 #
 #   tools/train/device_pipeline.sh start [--smoke]   launch stages 1-5 in the background, return
 #   tools/train/device_pipeline.sh wait SECONDS      print progress every 30 s until done / failed
 #                                                    (exit 0 done, 1 failed, 3 still running)
 #   tools/train/device_pipeline.sh status            one progress line
-#   tools/train/device_pipeline.sh fetch N           copy part N of the results into $OUT
+#   tools/train/device_pipeline.sh fetch ship        copy MANIFEST, results and the 4-bit model into $OUT
+#   tools/train/device_pipeline.sh fetch bf16 N      copy part N of the bf16 export into $OUT (optional)
 #
 # Stages (logs in $WORK/logs/<stage>.log, state in $WORK/status):
 #   selftest  train_mtp.py --selftest (CPU: batched drafter == literal inference loop; HF == ours)
@@ -15,14 +16,20 @@
 #   target    train_target.py         -> $WORK/target.pt
 #   mtp       train_mtp.py            -> $WORK/mtp.pt
 #   export    export.py               -> $WORK/export/ (HF directory + reference.json)
+#   quantize  .dev/bin/specdec quantize (static build, carried) -> $WORK/ship/ (4-bit target + bf16 drafter)
 #   eval      eval_mtp.py             -> $WORK/export/mtp_eval.json
-#   package   export.tar.xz split into 15 MiB parts + results.tar.gz + MANIFEST
+#   agree     bench/mtp_agreement.py  -> $WORK/export/agree_{bf16,q4}.json (specdec on the 16 CPUs)
+#   package   ship.tar and export.tar.xz in 15 MiB parts + results.tar.gz + MANIFEST
+# The shipped model and every result come back in ONE fetch (`fetch ship`, ~45 MiB), so the last
+# `wait` call can also fetch: the machine is given back 30 s after a call ends, and a lost machine
+# loses the run. The bf16 export (~100 MiB, 2 more fetches) is only needed to re-check here.
 # WORK is /tmp/sdtrain/real or /tmp/sdtrain/smoke; /tmp/sdtrain/current names the latest.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
 BASE=/tmp/sdtrain
 PARTS_PER_FETCH=4
+SPECDEC=$REPO/.dev/bin/specdec   # tools/train/README.md: cmake -DSPECDEC_STATIC=ON, then copy here
 
 cur_work() { cat "$BASE/current" 2>/dev/null || { echo "no run started" >&2; exit 1; }; }
 
@@ -55,7 +62,7 @@ PY
   if [ -f "$W/package/MANIFEST" ]; then
     local n
     n=$(ls "$W"/package/export.tar.xz.part-* | wc -l)
-    echo "package: $n parts -> fetch calls 1..$(( (n + PARTS_PER_FETCH - 1) / PARTS_PER_FETCH ))"
+    echo "package: $(ls "$W"/package/ship.tar.part-* | wc -l) ship parts (fetch ship); $n bf16 parts -> fetch bf16 1..$(( (n + PARTS_PER_FETCH - 1) / PARTS_PER_FETCH ))"
   fi
 }
 
@@ -85,6 +92,10 @@ pipeline() {  # WORK SMOKE
     [ -f "$CORPUS/$f" ] || { echo "corpus FAILED: $CORPUS/$f missing (carry .dev/corpus)" > "$W/status"; exit 1; }
   done
   (cd "$CORPUS" && sha256sum -c --quiet SHA256SUMS) || { echo "corpus FAILED: sha256 mismatch" > "$W/status"; exit 1; }
+  # the carried static specdec must work here before any GPU time is spent: quantize a fixture
+  { "$SPECDEC" quantize "$REPO/tests/fixtures/tiny-bf16" "$W/bincheck" --bits 4 --group-size 64 &&
+    "$SPECDEC" info -m "$W/bincheck"; } > "$W/logs/bincheck.log" 2>&1 ||
+    { echo "bin FAILED: $SPECDEC does not run here (carry .dev/bin; see $W/logs/bincheck.log)" > "$W/status"; exit 1; }
   nvidia-smi --query-gpu=name,memory.total,clocks.sm --format=csv > "$W/logs/gpu.txt" 2>&1
   python3 -c 'import torch, transformers, tokenizers, safetensors, numpy; print(torch.__version__, transformers.__version__, tokenizers.__version__, safetensors.__version__, numpy.__version__)' > "$W/logs/versions.txt" 2>&1
   run_stage "$W" selftest python3 $T/train_mtp.py --selftest
@@ -92,14 +103,41 @@ pipeline() {  # WORK SMOKE
   run_stage "$W" target python3 $T/train_target.py --data "$W/data" --work "$W" $SM ${TARGET_ARGS:-}
   run_stage "$W" mtp python3 $T/train_mtp.py --data "$W/data" --work "$W" $SM ${MTP_ARGS:-}
   run_stage "$W" export python3 $T/export.py --work "$W" --corpus "$CORPUS" --prompts "$PROMPTS"
+  run_stage "$W" quantize ship "$W"
   # eval is the last stage that uses the GPU: if it fails, still package what was trained (the
   # session may have no GPU time left for a re-run; eval_mtp.py can run again on the fetched export)
   if ! SOFT=1 run_stage "$W" eval python3 $T/eval_mtp.py --model "$W/export" --prompts "$PROMPTS" --out "$W/export/mtp_eval.json" \
           --workers 4 $EVARGS ${EVAL_ARGS:-}; then
     echo "eval FAILED (packaging anyway)" >> "$W/logs/durations.txt"
   fi
+  if [ -f "$W/export/mtp_eval.json" ] && ! SOFT=1 run_stage "$W" agree agree "$W" "$S"; then
+    echo "agree FAILED (packaging anyway)" >> "$W/logs/durations.txt"
+  fi
   run_stage "$W" package package "$W"
   echo "done $(date +%H:%M:%S)" > "$W/status"
+}
+
+ship() {  # the shipped form: specdec's own 4-bit group-64 quantization of the bf16 export
+  local W=$1 f
+  rm -rf "$W/q_in" "$W/ship"
+  mkdir -p "$W/q_in"
+  # only the model files: quantize copies every other file of its input (reference.json etc.)
+  for f in config.json model.safetensors tokenizer.json tokenizer_config.json generation_config.json; do
+    ln -s "$W/export/$f" "$W/q_in/$f"
+  done
+  "$SPECDEC" quantize "$W/q_in" "$W/ship" --bits 4 --group-size 64 || return 1
+  "$SPECDEC" info -m "$W/ship" || return 1
+  "$SPECDEC" run -m "$W/ship" -n 32 --draft mtp --threads 8 -p $'// FILE: fs/x.c\n#include <linux/fs.h>\n' || return 1
+  (cd "$W/ship" && sha256sum * > ../ship.sha256) && mv "$W/ship.sha256" "$W/ship/SHA256SUMS"
+  ls -la "$W/ship"
+}
+
+agree() {  # specdec vs the PyTorch reference, prompt by prompt (bf16: must agree; 4-bit: tau as shipped)
+  local W=$1 S=$2 m
+  for m in bf16:export q4:ship; do
+    python3 bench/mtp_agreement.py --specdec "$SPECDEC" --model "$W/${m#*:}" --ref "$W/export/mtp_eval.json" \
+      --out "$W/export/agree_${m%%:*}.json" --jobs 15 --threads 1 || return 1
+  done
 }
 
 package() {
@@ -115,10 +153,13 @@ package() {
     tar -C "$W" -cf "$W/package/export.tar.xz" export   # uncompressed; reassemble.sh detects it
   fi
   (cd "$W/package" && split -b 15M -d -a 2 export.tar.xz export.tar.xz.part-)
-  local R=(reference.json config.json train_logs SHA256SUMS.all)
-  [ -f "$W/export/mtp_eval.json" ] && R+=(mtp_eval.json)
+  tar -C "$W" -cf "$W/package/ship.tar" ship      # 4-bit weights do not compress
+  (cd "$W/package" && split -b 15M -d -a 2 ship.tar ship.tar.part-)
+  local R=(reference.json config.json train_logs SHA256SUMS.all) f
+  for f in mtp_eval.json agree_bf16.json agree_q4.json; do [ -f "$W/export/$f" ] && R+=("$f"); done
   tar -C "$W/export" -czf "$W/package/results.tar.gz" "${R[@]}"
-  (cd "$W/package" && sha256sum export.tar.xz export.tar.xz.part-* results.tar.gz > MANIFEST && rm export.tar.xz)
+  (cd "$W/package" && sha256sum export.tar.xz export.tar.xz.part-* ship.tar ship.tar.part-* results.tar.gz > MANIFEST &&
+    rm export.tar.xz ship.tar)
   ls -la "$W/package"
 }
 
@@ -143,6 +184,8 @@ case "$cmd" in
     ;;
   _pipeline) pipeline "$1" "$2" ;;
   _package) package "$1" ;;
+  _ship) ship "$1" ;;
+  _agree) agree "$1" 0 ;;
   status) W=$(cur_work); status_line "$W"; summary "$W" ;;
   wait)
     W=$(cur_work)
@@ -162,15 +205,22 @@ case "$cmd" in
     ;;
   fetch)
     W=$(cur_work)
-    N=${1:?part number}
+    WHAT=${1:?ship or bf16 N}
     [ -n "${OUT:-}" ] || { echo "OUT is not set"; exit 1; }
-    mapfile -t P < <(ls "$W"/package/export.tar.xz.part-* | sort)
-    TOTAL=$(( (${#P[@]} + PARTS_PER_FETCH - 1) / PARTS_PER_FETCH ))
-    [ "$N" -ge 1 ] && [ "$N" -le "$TOTAL" ] || { echo "part $N of $TOTAL does not exist"; exit 1; }
-    if [ "$N" = 1 ]; then cp "$W/package/MANIFEST" "$W/package/results.tar.gz" "$OUT/"; fi
-    for ((i = (N - 1) * PARTS_PER_FETCH; i < N * PARTS_PER_FETCH && i < ${#P[@]}; i++)); do cp "${P[$i]}" "$OUT/"; done
-    ls -la "$OUT"
-    echo "fetch part $N of $TOTAL"
+    if [ "$WHAT" = ship ]; then
+      cp "$W/package/MANIFEST" "$W/package/results.tar.gz" "$W"/package/ship.tar.part-* "$OUT/"
+      ls -la "$OUT"
+      echo "fetched the 4-bit model and the results"
+    else
+      N=${2:?part number}
+      mapfile -t P < <(ls "$W"/package/export.tar.xz.part-* | sort)
+      TOTAL=$(( (${#P[@]} + PARTS_PER_FETCH - 1) / PARTS_PER_FETCH ))
+      [ "$N" -ge 1 ] && [ "$N" -le "$TOTAL" ] || { echo "bf16 part $N of $TOTAL does not exist"; exit 1; }
+      cp "$W/package/MANIFEST" "$OUT/"
+      for ((i = (N - 1) * PARTS_PER_FETCH; i < N * PARTS_PER_FETCH && i < ${#P[@]}; i++)); do cp "${P[$i]}" "$OUT/"; done
+      ls -la "$OUT"
+      echo "fetched bf16 part $N of $TOTAL"
+    fi
     ;;
-  *) sed -n '2,24p' "$0"; exit 2 ;;
+  *) sed -n '2,26p' "$0"; exit 2 ;;
 esac

@@ -9,11 +9,11 @@
 #   tokenizer_config.json          copied unchanged
 # and tests/data/prompts/heldout.jsonl (64 prompts from held-out files). Deterministic.
 #
-# Usage: tools/train/prepare_corpus.sh [--budget-mib 38] [--scratch /tmp/sdcorpus]
+# Usage: tools/train/prepare_corpus.sh [--budget-mib 50] [--scratch /tmp/sdcorpus]
 set -euo pipefail
 cd "$(dirname "$0")/../.."          # repo root
 ROOT=$PWD
-BUDGET_MIB=38
+BUDGET_MIB=50
 SCRATCH=/tmp/sdcorpus
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -190,7 +190,7 @@ def main():
     ap.add_argument("--work")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--seed", type=int, default=4321)
-    ap.add_argument("--train-seconds", type=float, default=None, help="default 480 (smoke 20)")
+    ap.add_argument("--train-seconds", type=float, default=None, help="default 450 (smoke 20)")
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--depths", type=int, default=4)
     ap.add_argument("--weights", type=str, default="", help="comma list, default 1.0,0.8,0.6,0.5[,0.4]")
@@ -211,7 +211,7 @@ def main():
         return selftest()
     assert a.data and a.work
     S = a.smoke
-    train_seconds = a.train_seconds if a.train_seconds is not None else (20.0 if S else 480.0)
+    train_seconds = a.train_seconds if a.train_seconds is not None else (20.0 if S else 450.0)
     B = a.batch or (4 if S else 8)
     T = a.seq or (256 if S else 1024)
     L = T - 1
