@@ -122,7 +122,8 @@ def main():
     a.new = ref["new_tokens"]
     Ks = ref["block_sizes"]
     refp = {r["id"]: r for r in ref["per_prompt"]}
-    prompts = [json.loads(l) for l in open(a.prompts) if l.strip()]
+    # the prompts the reference ran (all of them, or its --limit subset)
+    prompts = [p for p in (json.loads(l) for l in open(a.prompts) if l.strip()) if p["id"] in refp]
     tmpdir = tempfile.mkdtemp(prefix="mtp_agree_")
     jobs = [(p, K) for p in prompts for K in Ks]
     with ThreadPoolExecutor(a.jobs) as ex:
