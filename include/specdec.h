@@ -63,6 +63,11 @@ typedef enum specdec_dtype {
 
 const char *specdec_dtype_name(specdec_dtype dt);
 
+/* The CPU kernel level contexts use: "avx512", "avx2", "neon" or "scalar" (portable C), the best
+ * this machine runs unless the environment variable SPECDEC_SIMD names one; a name it cannot run
+ * makes specdec_ctx_create fail with SPECDEC_ERR_INVALID_ARG. Every level computes the same bits. */
+const char *specdec_cpu_kernels(void);
+
 /* ---- model ------------------------------------------------------------------------ */
 
 typedef struct specdec_model specdec_model;

@@ -9,7 +9,7 @@ bash scripts/setup.sh
 # the static CLI the training recipe carries to the GPU machine (tools/train/README.md)
 cmake -S . -B build-static -DSPECDEC_STATIC=ON > /dev/null
 cmake --build build-static -j2 --target specdec_cli > /dev/null
-bash tests/test_static_cli.sh build-static/specdec build/specdec
+bash tests/static_cli_check.sh build-static/specdec build/specdec
 if [ "${SPECDEC_SKIP_ASAN:-0}" != 1 ]; then
   BUILD=build-asan CMAKE_ARGS="-DSPECDEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" bash scripts/setup.sh
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j2)

@@ -52,6 +52,10 @@ mkdir -p "$T/good"; echo keep > "$T/good/file"
 expect "quantize into a non-empty directory" "$T/good" "$BIN" quantize "$FX" "$T/good" --bits 4 --group-size 32
 [ "$(cat "$T/good/file")" = keep ] && [ "$(ls "$T/good")" = file ] || { echo "FAIL quantize touched good data"; fail=$((fail + 1)); }
 expect "quantize with a bad group size" "group-size" "$BIN" quantize "$FX" "$T/q" --bits 4 --group-size 48
+expect "unknown SPECDEC_SIMD level" "SPECDEC_SIMD=sse9" env SPECDEC_SIMD=sse9 "$BIN" run -m "$MODEL" -p hi -n 4
+# a level this machine does not run is refused, not replaced (x86 has no neon, arm no avx2)
+if [ "$(uname -m)" = x86_64 ]; then NOTHERE=neon; else NOTHERE=avx2; fi
+expect "SPECDEC_SIMD level not on this machine" "SPECDEC_SIMD=$NOTHERE" env SPECDEC_SIMD=$NOTHERE "$BIN" run -m "$MODEL" -p hi -n 4
 
 echo "test_cli_errors: $((n - fail)) passed, $fail failed"
 [ $fail -eq 0 ]

@@ -55,6 +55,9 @@ void sd_kv_store(sd_kv_dtype_e dt, void *cache, int row_elems, int pos0, const f
 
 /* Name of the SIMD level in use ("avx512", "avx2", "neon", "scalar"). */
 const char *sd_simd_name(void);
+/* SPECDEC_SIMD (environment) picks the level by hand. Returns its value when it is set but names
+ * no level this machine runs (the runtime then refuses to start), else NULL. */
+const char *sd_simd_env_rejected(void);
 
 /* Test switch: perturb one reduction of the fast matmul when T > 1 so that block and chain
  * results differ in the last bit. Used only by the exactness-probe tests. */

@@ -297,7 +297,25 @@ const sd_ops *sd_ops_fast_level(const char *level) {
     return &ops_scalar;
 }
 
+/* SPECDEC_SIMD=avx512|avx2|neon|portable|scalar picks a level by hand (to compare levels, or to
+ * run the code a smaller machine would run); a level this machine cannot run is refused by
+ * the runtime (sd_simd_env_rejected), so sd_ops_fast never silently substitutes one. */
+static const char *sd_ops_fast_env(void) {
+    const char *e = getenv("SPECDEC_SIMD");
+    return e && *e ? e : NULL;
+}
+
+const char *sd_simd_env_rejected(void) {
+    const char *e = sd_ops_fast_env();
+    return e && !sd_ops_fast_level(e) ? e : NULL;
+}
+
 const sd_ops *sd_ops_fast(void) {
+    const char *want = sd_ops_fast_env();
+    if (want) {
+        const sd_ops *o = sd_ops_fast_level(want);
+        if (o) return o;
+    }
     static const char *const order[] = {"avx512", "avx2", "neon", "scalar"};
     for (int i = 0; i < 4; i++) {
         const sd_ops *o = sd_ops_fast_level(order[i]);
@@ -307,3 +325,5 @@ const sd_ops *sd_ops_fast(void) {
 }
 
 const char *sd_simd_name(void) { return sd_ops_fast()->name; }
+
+const char *specdec_cpu_kernels(void) { return sd_simd_name(); }

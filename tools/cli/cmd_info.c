@@ -31,6 +31,7 @@ int cmd_info(int argc, char **argv) {
         printf("mtp drafter:       %d layer(s), %llu parameters\n", in.mtp_layers, (unsigned long long)in.n_params_mtp);
     else
         printf("mtp drafter:       none\n");
+    printf("cpu kernels:       %s (SPECDEC_SIMD overrides)\n", specdec_cpu_kernels());
     printf("eos ids:          ");
     for (int i = 0; i < in.n_eos; i++) printf(" %d", in.eos_ids[i]);
     printf("\n");

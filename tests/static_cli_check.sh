@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# test_static_cli.sh STATIC_SPECDEC DYNAMIC_SPECDEC: the static CLI (cmake -DSPECDEC_STATIC=ON),
+# static_cli_check.sh STATIC_SPECDEC DYNAMIC_SPECDEC: the static CLI (cmake -DSPECDEC_STATIC=ON),
 # which the training recipe carries to the GPU machine, must be fully static and must quantize and
 # generate exactly as the normal build does.
+# (Not named test_*.sh: scripts/test.sh runs it with two binaries; ctest does not pick it up.)
 set -euo pipefail
 S=$1 D=$2
 cd "$(dirname "$0")/.."
