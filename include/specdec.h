@@ -265,11 +265,13 @@ void specdec_drafter_free(specdec_drafter *d);
 const char *specdec_drafter_name(const specdec_drafter *d);
 
 /* Reduced draft vocabulary (MTP drafter only; opt-in). Reads `path` (draft_vocab.json: {"source",
- * "n", "d2t": [target ids by descending training-corpus frequency]}), keeps its first n ids (0 =
- * all), and builds once a reduced LM head from those rows of the target's head: each draft step
+ * "n", "d2t": [target ids by descending training-corpus frequency], optional "default_n": the
+ * measured best prefix}), keeps its first n ids (0 = all; SPECDEC_DRAFT_VOCAB_FILE_DEFAULT = the
+ * file's "default_n", else all), and builds once a reduced LM head from those rows of the target's head: each draft step
  * then computes n logits instead of vocab. Drafts are only ever ids of the subset; the target
  * verifies them, so output is unchanged (greedy, seeded and rejection alike). path NULL goes back
  * to the full head. SPECDEC_ERR_UNSUPPORTED for other drafters. Call between generations. */
+#define SPECDEC_DRAFT_VOCAB_FILE_DEFAULT (-1)
 specdec_status specdec_drafter_set_draft_vocab(specdec_drafter *d, const char *path, int n, specdec_err *err);
 /* Ids of the draft vocabulary in use; 0 = the full head. */
 int specdec_drafter_draft_vocab_size(const specdec_drafter *d);

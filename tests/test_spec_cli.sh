@@ -1,7 +1,8 @@
 #!/bin/bash
 # test_spec_cli.sh: `specdec bench` end to end on the random tiny pair (bench/spec_tiny_pair):
 # both arms run, outputs are byte-identical at temperature 0, the comparison is printed, and a
-# broken option is refused with a message naming it.
+# broken option is refused with a message naming it; `run` drafts over the draft vocabulary the
+# embedded model ships, or the one named, or the full head, with the classic text every time.
 set -u
 BIN=${SPECDEC_BIN:?}
 PAIR=$(dirname "$BIN")/spec_tiny_pair
@@ -23,5 +24,20 @@ out=$("$BIN" bench -m "$T/t" --draft ngram --prompts "$T/p.jsonl" --block-size 1
 [ $? -ne 0 ] && echo "$out" | grep -q -- "--block-size" || { echo "FAIL: --block-size 17 accepted: $out"; fail=1; }
 out=$("$BIN" bench -m "$T/t" --draft eagle --prompts "$T/p.jsonl" 2>&1)
 [ $? -ne 0 ] && echo "$out" | grep -q "eagle" || { echo "FAIL: unknown drafter accepted: $out"; fail=1; }
+# the embedded model ships draft_vocab.json (default_n 16384): run uses it unless told otherwise,
+# and the text is the classic text every way
+M=$SRC/models/qwen3-kernel
+P=$'// FILE: fs/x.c\n#include <linux/fs.h>\n\nstatic int'
+"$BIN" run -m "$M" -n 32 -p "$P" > "$T/classic" 2> /dev/null || { echo "FAIL: classic run"; fail=1; }
+for dv in auto none "$M/draft_vocab.json:4096"; do
+    arg=(); [ "$dv" != auto ] && arg=(--draft-vocab "$dv")
+    "$BIN" run -m "$M" -n 32 --draft mtp "${arg[@]}" -p "$P" > "$T/spec" 2> "$T/err" || { echo "FAIL: run --draft mtp ($dv)"; cat "$T/err"; fail=1; continue; }
+    cmp -s "$T/spec" "$T/classic" || { echo "FAIL: draft vocabulary $dv changed the text"; fail=1; }
+    got=$(sed -n 's/.*draft vocabulary: \([0-9]*\) of.*/\1/p' "$T/err")
+    case $dv in auto) want=16384;; none) want="";; *) want=4096;; esac
+    [ "$got" = "$want" ] || { echo "FAIL: draft vocabulary $dv: drafted over '$got' ids, want '$want'"; fail=1; }
+done
+out=$("$BIN" run -m "$M" -n 4 --draft ngram --draft-vocab none -p "$P" 2>&1)
+[ $? -ne 0 ] && echo "$out" | grep -q -- "--draft-vocab" || { echo "FAIL: --draft-vocab with ngram accepted: $out"; fail=1; }
 [ $fail -eq 0 ] && echo "test_spec_cli: ok"
 exit $fail

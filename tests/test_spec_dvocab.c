@@ -111,11 +111,26 @@ int main(void) {
           "load prefix: %s", err.msg);
     sd_draft_vocab_free(&dv);
     CHECK(sd_draft_vocab_load(p, 49, V, &dv, &err) == SPECDEC_ERR_INVALID_ARG, "prefix longer than the file accepted");
+    /* the file's default_n: taken for SPECDEC_DRAFT_VOCAB_FILE_DEFAULT, all ids when absent */
+    CHECK(sd_draft_vocab_load(p, SPECDEC_DRAFT_VOCAB_FILE_DEFAULT, V, &dv, &err) == SPECDEC_OK && dv.n == 48,
+          "file default without default_n: %s", err.msg);
+    sd_draft_vocab_free(&dv);
+    CHECK(write_dv(tdir, "subd.json", sub, 48, ", \"default_n\": 20") == 0, "write subd");
+    snprintf(p, sizeof p, "%s/subd.json", tdir);
+    CHECK(sd_draft_vocab_load(p, SPECDEC_DRAFT_VOCAB_FILE_DEFAULT, V, &dv, &err) == SPECDEC_OK && dv.n == 20 &&
+          dv.n_file == 48 && dv.d2t[19] == sub[19], "file default_n 20: %s (n %d)", err.msg, dv.n);
+    sd_draft_vocab_free(&dv);
+    CHECK(sd_draft_vocab_load(p, 0, V, &dv, &err) == SPECDEC_OK && dv.n == 48, "n 0 with default_n: all ids");
+    sd_draft_vocab_free(&dv);
+    CHECK(sd_draft_vocab_load(p, -2, V, &dv, &err) == SPECDEC_ERR_INVALID_ARG, "n -2 accepted");
+    snprintf(p, sizeof p, "%s/sub.json", tdir);
     CHECK(sd_draft_vocab_load(p, 0, 100, &dv, &err) == SPECDEC_ERR_FORMAT && strstr(err.msg, "d2t["), "id >= vocab: %s", err.msg);
     struct { const char *name, *text; } bad[] = {
         {"b1.json", "{\"n\": 2}"}, {"b2.json", "{\"d2t\": [1, 2, 1]}"}, {"b3.json", "{\"d2t\": [1, -2]}"},
         {"b4.json", "{\"n\": 3, \"d2t\": [1, 2]}"}, {"b5.json", "{\"d2t\": [1, 2"}, {"b6.json", "{\"d2t\": []}"},
         {"b7.json", "{\"d2t\": [1, \"x\"]}"},
+        {"b8.json", "{\"default_n\": 3, \"d2t\": [1, 2]}"}, {"b9.json", "{\"default_n\": 0, \"d2t\": [1, 2]}"},
+        {"b10.json", "{\"default_n\": \"2\", \"d2t\": [1, 2]}"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK(tm_write_file(tdir, bad[i].name, bad[i].text, strlen(bad[i].text)) == 0, "write bad");

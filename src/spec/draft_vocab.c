@@ -16,7 +16,8 @@ specdec_status sd_draft_vocab_load(const char *path, int n_want, int vocab, sd_d
                                    specdec_err *err) {
     memset(out, 0, sizeof *out);
     if (!path) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "draft vocabulary: NULL path");
-    if (n_want < 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "%s: draft vocabulary size %d is negative", path, n_want);
+    if (n_want < 0 && n_want != SPECDEC_DRAFT_VOCAB_FILE_DEFAULT)
+        return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "%s: draft vocabulary size %d is negative", path, n_want);
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
     if (!root) {
@@ -38,6 +39,12 @@ specdec_status sd_draft_vocab_load(const char *path, int n_want, int vocab, sd_d
         st = sd_fail(err, SPECDEC_ERR_FORMAT, "%s: \"n\" does not match the %zu ids of \"d2t\"", path, nf);
         goto done;
     }
+    json_t *jd = json_object_get(root, "default_n");
+    if (jd && (!json_is_integer(jd) || json_integer_value(jd) < 1 || json_integer_value(jd) > (json_int_t)nf)) {
+        st = sd_fail(err, SPECDEC_ERR_FORMAT, "%s: \"default_n\" must be an integer in 1..%zu (the ids of \"d2t\")", path, nf);
+        goto done;
+    }
+    if (n_want == SPECDEC_DRAFT_VOCAB_FILE_DEFAULT) n_want = jd ? (int)json_integer_value(jd) : 0;
     if (n_want > (int)nf) {
         st = sd_fail(err, SPECDEC_ERR_INVALID_ARG, "%s: %d ids asked for, the file lists %zu", path, n_want, nf);
         goto done;

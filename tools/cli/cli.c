@@ -70,11 +70,11 @@ specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m,
 }
 
 /* --draft-vocab FILE[:N] (run and bench): attach the reduced draft vocabulary of FILE,
- * its first N ids when ":N" (digits) ends the value. */
+ * its first N ids when ":N" (digits) ends the value, else the file's default_n (else all). */
 specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_err *err) {
     char path[1024];
     snprintf(path, sizeof path, "%s", spec);
-    long n = 0;
+    long n = SPECDEC_DRAFT_VOCAB_FILE_DEFAULT;
     char *c = strrchr(path, ':');
     if (c && c[1]) {
         char *end;
@@ -83,4 +83,26 @@ specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_er
     }
     if (n > 1 << 24) { snprintf(err->msg, sizeof err->msg, "--draft-vocab: N %ld too big", n); return err->status = SPECDEC_ERR_INVALID_ARG; }
     return specdec_drafter_set_draft_vocab(dr, path, (int)n, err);
+}
+
+/* run and serve: an MTP drafter uses DIR/draft_vocab.json (at its default_n) when the model ships
+ * one, unless --draft-vocab names another file or "none". Output never depends on it (the target
+ * verifies every draft); only the draft step's cost does. `used` gets what was attached ("" for
+ * the full head). */
+specdec_status cli_draft_vocab_auto(specdec_drafter *dr, const char *model_dir, const char *spec, char *used,
+                                    size_t cap, specdec_err *err) {
+    used[0] = 0;
+    if (!dr || strcmp(specdec_drafter_name(dr), "mtp")) return SPECDEC_OK;
+    if (spec && !strcmp(spec, "none")) return SPECDEC_OK;
+    if (spec) {
+        specdec_status st = cli_draft_vocab(dr, spec, err);
+        if (st == SPECDEC_OK) snprintf(used, cap, "%s", spec);
+        return st;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/draft_vocab.json", model_dir);
+    if (access(path, F_OK) != 0) return SPECDEC_OK;
+    specdec_status st = specdec_drafter_set_draft_vocab(dr, path, SPECDEC_DRAFT_VOCAB_FILE_DEFAULT, err);
+    if (st == SPECDEC_OK) snprintf(used, cap, "%s, shipped with the model; --draft-vocab none for the full head", path);
+    return st;
 }

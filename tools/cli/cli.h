@@ -25,5 +25,8 @@ specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m,
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out);
 /* --draft-vocab FILE[:N]: attach the first N ids (all when no ":N") of a draft vocabulary file. */
 specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_err *err);
+/* run / serve: DIR/draft_vocab.json for an MTP drafter unless spec is a FILE[:N] or "none". */
+specdec_status cli_draft_vocab_auto(specdec_drafter *dr, const char *model_dir, const char *spec, char *used,
+                                    size_t cap, specdec_err *err);
 
 #endif

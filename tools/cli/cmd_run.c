@@ -60,7 +60,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--allow-inexact")) sp.allow_inexact = true;
         else if (!strcmp(a, "--profile-drafter")) sp.profile = true;
         else if (!strcmp(a, "--probe-draws")) { if (cli_int(a, val, 1, 64, &v)) return 1; sp.probe_draws = (int)v; i++; }
-        else if (!strcmp(a, "--draft-vocab")) { if (!val) return cli_fail("--draft-vocab needs FILE[:N]"); dvocab = val; i++; }
+        else if (!strcmp(a, "--draft-vocab")) { if (!val) return cli_fail("--draft-vocab needs FILE[:N] or none"); dvocab = val; i++; }
         else if (!strcmp(a, "--stats-json")) { if (!val) return cli_fail("--stats-json needs a file"); stats_json = val; i++; }
         else return cli_fail("run: unknown option '%s'", a);
     }
@@ -77,12 +77,14 @@ int cmd_run(int argc, char **argv) {
     specdec_ctx *ctx = NULL;
     specdec_drafter *dr = NULL;
     int32_t *ids = NULL; size_t n_ids = 0;
+    char dv_used[1200];
     int rc = 1;
     if (specdec_tokenizer_load(dir, &tok, &err) ||
         specdec_tokenize(tok, prompt, strlen(prompt), &ids, &n_ids, &err) ||
         cli_load_model(dir, draft && !strcmp(draft, "mtp"), &m, &err) ||
         specdec_ctx_init(m, &cp, &ctx, &err) ||
-        (draft && specdec_drafter_init(m, draft, &dr, &err)) || (dvocab && cli_draft_vocab(dr, dvocab, &err))) {
+        (draft && specdec_drafter_init(m, draft, &dr, &err)) ||
+        cli_draft_vocab_auto(dr, dir, dvocab, dv_used, sizeof dv_used, &err)) {
         rc = cli_fail_err(&err);
         goto done;
     }
@@ -105,10 +107,10 @@ int cmd_run(int argc, char **argv) {
         char line[2048];
         specdec_spec_stats_summary(&ss, line, sizeof line);
         fprintf(stderr, "%s\n", line);
-        if (dvocab) {
+        if (specdec_drafter_draft_vocab_size(dr) > 0) {
             specdec_model_info mi;
             specdec_model_get_info(m, &mi);
-            fprintf(stderr, "[spec] draft vocabulary: %d of %d ids (%s)\n", specdec_drafter_draft_vocab_size(dr), mi.vocab_size, dvocab);
+            fprintf(stderr, "[spec] draft vocabulary: %d of %d ids (%s)\n", specdec_drafter_draft_vocab_size(dr), mi.vocab_size, dv_used);
         }
         if (stats_json && specdec_spec_stats_write_json(&ss, stats_json, &err)) { rc = cli_fail_err(&err); goto done; }
     } else if (stats_json) {

@@ -10,7 +10,8 @@ Input: "id<TAB>count" lines (bench/count_tokens.c). Output: {"source": ..., "n":
 where d2t lists the N most frequent target ids, by descending count, ties by ascending id (so
 the file is a pure function of the counts). A prefix of the list is itself a valid smaller
 subset: the library's FILE:M takes the first M. Ids listed with --force (e.g. EOS ids) are put
-in even when rare, at the end of the list in place of the least frequent ones."""
+in even when rare, at the end of the list in place of the least frequent ones. --default-n M
+records the prefix specdec run/serve take when the file ships in a model directory."""
 import argparse, json, sys
 
 def main():
@@ -20,6 +21,8 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--source", default="")
     ap.add_argument("--force", default="", help="comma-separated ids that must be in the subset")
+    ap.add_argument("--default-n", type=int, default=0, help="the prefix specdec takes by default (measure it)")
+    ap.add_argument("--default-n-why", default="", help="where that measurement is recorded")
     a = ap.parse_args()
     counts = []
     for ln, line in enumerate(open(a.counts), 1):
@@ -38,8 +41,15 @@ def main():
     total = sum(c for _, c in counts)
     covered = sum(c for i, c in counts if i in set(d2t))
     with open(a.out, "w") as o:
-        json.dump({"source": a.source, "n": len(d2t), "coverage": round(covered / total, 6) if total else 0,
-                   "d2t": d2t}, o, separators=(",", ":"))
+        obj = {"source": a.source, "n": len(d2t)}
+        if a.default_n:
+            if not 1 <= a.default_n <= len(d2t):
+                sys.exit(f"--default-n {a.default_n} not in 1..{len(d2t)}")
+            obj["default_n"] = a.default_n
+            obj["default_n_why"] = a.default_n_why
+        obj["coverage"] = round(covered / total, 6) if total else 0
+        obj["d2t"] = d2t
+        json.dump(obj, o, separators=(",", ":"))
         o.write("\n")
     print(f"{a.out}: n={len(d2t)}, covers {covered}/{total} = {covered / max(total, 1):.4%} of the counted tokens")
 

@@ -17,7 +17,8 @@
 static void serve_usage(void) {
     fputs("usage: specdec serve -m DIR [--draft auto|mtp|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
           "                     [--api-key KEY] [--threads N] [--queue N] [--max-body BYTES] [--timeout-s S]\n"
-          "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--name MODEL_NAME]\n"
+          "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--name MODEL_NAME] [--draft-vocab FILE[:N]|none]\n"
+          "  The MTP drafter uses DIR/draft_vocab.json when the model ships one (--draft-vocab none: full head).\n"
           "  Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, /health, /metrics.\n"
           "  The API key may also come from the environment variable SPECDEC_API_KEY.\n", stderr);
 }
@@ -41,6 +42,16 @@ static specdec_status setup_drafters(srv_server *s, specdec_err *err) {
         specdec_err e2 = {0};
         if (specdec_drafter_init_mtp(s->model, &s->mtp, &e2) != SPECDEC_OK)
             fprintf(stderr, "specdec serve: warning: MTP drafter unavailable: %s\n", e2.msg);
+    }
+    if (s->mtp) {
+        char used[1200];
+        SD_SERVE_TRY(cli_draft_vocab_auto(s->mtp, s->model_dir, s->draft_vocab, used, sizeof used, err));
+        if (used[0])
+            fprintf(stderr, "specdec serve: MTP drafts over %d ids (%s)\n", specdec_drafter_draft_vocab_size(s->mtp), used);
+    } else if (s->draft_vocab && strcmp(s->draft_vocab, "none")) {
+        err->status = SPECDEC_ERR_INVALID_ARG;
+        snprintf(err->msg, sizeof err->msg, "--draft-vocab: %s has no usable mtp module to use it", s->model_dir);
+        return err->status;
     }
     if (s->default_draft == SRV_DRAFT_MTP && !s->mtp) {
         err->status = SPECDEC_ERR_MISSING;
@@ -79,7 +90,7 @@ static specdec_status setup_drafters(srv_server *s, specdec_err *err) {
 }
 
 int cmd_serve(int argc, char **argv) {
-    const char *dir = NULL, *host = "127.0.0.1", *name = NULL, *draft = "auto";
+    const char *dir = NULL, *host = "127.0.0.1", *name = NULL, *draft = "auto", *draft_vocab = NULL;
     long port = 8080, queue = 16, timeout_s = 300, v;
     unsigned long long max_body = 1 << 20;
     const char *api_key = getenv("SPECDEC_API_KEY");
@@ -97,6 +108,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-body")) { if (cli_int(a, val, 64, 1L << 30, &v)) return 1; max_body = (unsigned long long)v; i++; }
         else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
         else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
+        else if (!strcmp(a, "--draft-vocab")) { if (!val || !*val) return cli_fail("--draft-vocab needs FILE[:N] or none"); draft_vocab = val; i++; }
         else if (!strcmp(a, "--name")) { if (!val || !*val) return cli_fail("--name needs a model name"); name = val; i++; }
         else if (!strcmp(a, "--draft")) {
             if (!val || (strcmp(val, "auto") && strcmp(val, "mtp") && strcmp(val, "ngram") && strcmp(val, "none") &&
@@ -121,6 +133,7 @@ int cmd_serve(int argc, char **argv) {
     static srv_server s;
     memset(&s, 0, sizeof s);
     s.model_dir = dir;
+    s.draft_vocab = draft_vocab;
     s.api_key = api_key;
     s.queue_cap = (int)queue;
     s.max_body = (size_t)max_body;

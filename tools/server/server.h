@@ -133,6 +133,7 @@ typedef struct srv_server {
     size_t max_body;
     int timeout_s;
     int default_draft;        /* SRV_DRAFT_* from --draft (AUTO: MTP when the model has it) */
+    const char *draft_vocab;     /* --draft-vocab FILE[:N] | none; NULL: DIR/draft_vocab.json if present */
     const char *draft_model_dir; /* --draft model:DIR, served as "draft": "model" */
     /* model, owned by the worker while it runs */
     specdec_model *model;
