@@ -65,7 +65,8 @@ const char *specdec_dtype_name(specdec_dtype dt);
 
 /* The CPU kernel level contexts use: "avx512", "avx2", "neon" or "scalar" (portable C), the best
  * this machine runs unless the environment variable SPECDEC_SIMD names one; a name it cannot run
- * makes specdec_ctx_create fail with SPECDEC_ERR_INVALID_ARG. Every level computes the same bits. */
+ * makes context creation fail with SPECDEC_ERR_INVALID_ARG, and this return NULL. Each level is batch- and thread-
+ * invariant; different levels sum in different orders, so their results may differ in the last bits. */
 const char *specdec_cpu_kernels(void);
 
 /* ---- model ------------------------------------------------------------------------ */

@@ -326,4 +326,4 @@ const sd_ops *sd_ops_fast(void) {
 
 const char *sd_simd_name(void) { return sd_ops_fast()->name; }
 
-const char *specdec_cpu_kernels(void) { return sd_simd_name(); }
+const char *specdec_cpu_kernels(void) { return sd_simd_env_rejected() ? NULL : sd_simd_name(); }

@@ -1,5 +1,6 @@
 /* cmd_info.c: `specdec info`: architecture, parameters, dtypes and decode bytes of a model. */
 #include "cli.h"
+#include <stdlib.h>
 #include <string.h>
 
 int cmd_info(int argc, char **argv) {
@@ -9,6 +10,10 @@ int cmd_info(int argc, char **argv) {
         else return cli_fail("info: unknown option '%s'", argv[i]);
     }
     if (!dir) return cli_fail("info needs -m DIR");
+    const char *kernels = specdec_cpu_kernels();
+    if (!kernels)
+        return cli_fail("SPECDEC_SIMD=%s: not a SIMD level this machine runs (levels: avx512, avx2, neon, portable, scalar)",
+                        getenv("SPECDEC_SIMD"));
     specdec_err err = {0};
     specdec_model *m = NULL;
     if (cli_load_model(dir, true, &m, &err)) return cli_fail_err(&err);
@@ -31,7 +36,7 @@ int cmd_info(int argc, char **argv) {
         printf("mtp drafter:       %d layer(s), %llu parameters\n", in.mtp_layers, (unsigned long long)in.n_params_mtp);
     else
         printf("mtp drafter:       none\n");
-    printf("cpu kernels:       %s (SPECDEC_SIMD overrides)\n", specdec_cpu_kernels());
+    printf("cpu kernels:       %s (SPECDEC_SIMD overrides)\n", kernels);
     printf("eos ids:          ");
     for (int i = 0; i < in.n_eos; i++) printf(" %d", in.eos_ids[i]);
     printf("\n");
