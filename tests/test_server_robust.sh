@@ -124,5 +124,26 @@ check "load loop: all 200 answered" [ "$answered" = 200 ]
 http GET $Q/metrics >/dev/null
 check "metrics saw the load" [ "$(sed -n 's/^specdec_generations_total //p' "$TMP/body")" -ge 200 ]
 check "all servers alive" kill -0 "$PID_slow" "$PID_tiny" "$PID_limit"
+
+# ---- shutdown mid-generation: an error (503 / in-band), never a "length" completion ---------
+for mode in plain stream; do
+    start_server "down_$mode" "$SLOW" || die "server for the shutdown test did not start"
+    eval "DP=\$PORT_down_$mode; DPID=\$PID_down_$mode"
+    body='{"prompt":"x",'"$LONG"'}'; [ $mode = stream ] && body='{"prompt":"x","stream":true,'"$LONG"'}'
+    curl -s -N -o "$TMP/down.body" -w '%{http_code}' --max-time 30 "http://127.0.0.1:$DP/v1/completions" -d "$body" >"$TMP/down.st" &
+    CPID=$!
+    sleep 0.8
+    kill -TERM "$DPID"
+    wait "$CPID"
+    wait "$DPID"; drc=$?
+    if [ $mode = plain ]; then
+        check "shutdown mid-generation -> 503 ($(cat "$TMP/down.st"))" [ "$(cat "$TMP/down.st")" = 503 ]
+    else
+        check "shutdown mid-stream -> an in-band error event" grep -q '^data: {"error"' "$TMP/down.body"
+        check "shutdown mid-stream -> no finish_reason" bash -c "! grep -q '\"finish_reason\":\"' $TMP/down.body"
+    fi
+    check "shutdown ($mode): the message says so" grep -q "shut down during the generation" "$TMP/down.body"
+    check "shutdown ($mode): the server exited 0 ($drc)" [ "$drc" = 0 ]
+done
 echo "elapsed $(( $(date +%s) - T0 )) s"
 finish

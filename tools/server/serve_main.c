@@ -182,7 +182,7 @@ done:
         MHD_quiesce_daemon(d);
         pthread_mutex_lock(&s.qmu);
         for (int i = 0; i < s.q_len; i++) s.ring[(s.q_head + i) % (s.queue_cap + 1)]->cancel = 1;
-        if (s.current) s.current->cancel = 1;
+        if (s.current) { s.current->shutdown = 1; s.current->cancel = 1; }
         pthread_mutex_unlock(&s.qmu);
     }
     srv_worker_stop(&s);

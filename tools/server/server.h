@@ -84,7 +84,8 @@ typedef struct srv_job {
     char id[40];
     int64_t created;          /* unix seconds */
     double deadline_ms;       /* monotonic; past it the job is cancelled */
-    volatile int cancel;      /* set by the connection (client gone) or the deadline */
+    volatile int cancel;      /* set by the connection (client gone), the deadline or shutdown */
+    volatile int shutdown;    /* set with cancel when the server stops: the reply is a 503 error */
     bool timed_out;
     /* results, guarded by mu */
     srv_buf text;             /* non-streaming: the whole completion text */

@@ -347,6 +347,10 @@ void server_generate(srv_server *s, srv_job *j) {
     j->stats = st;
     if (rc != SPECDEC_OK && rc != SPECDEC_ERR_CANCELLED) {
         srv_error_set(&j->err, 500, "server_error", NULL, NULL, "generation failed: %s", err.msg);
+    } else if (j->shutdown && (rc == SPECDEC_ERR_CANCELLED || st.stop_reason == 3)) {
+        /* cut short by the server stopping: not a finished completion, so not "length" */
+        srv_error_set(&j->err, 503, "server_error", NULL, NULL,
+                      "the server shut down during the generation (after %d tokens)", st.generated_tokens);
     } else {
         /* budget and a full context are "length"; EOS and stop strings are "stop"; a timeout is
          * reported as "length" with specdec.timed_out */
