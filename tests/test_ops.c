@@ -16,6 +16,7 @@
 #include "cpu/ops_internal.h"
 #include "util/dtype.h"
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -421,6 +422,26 @@ static void test_kv_store(void) {
     CHECK(ok, "kv_store f16");
 }
 
+/* A thread that runs a quantized matmul (which takes the caller's per-thread scratch) and ends:
+ * the scratch must go with it (the ASan pass's leak check fails otherwise). */
+static void *matmul_then_exit(void *arg) {
+    const sd_ops *F = (const sd_ops *)arg;
+    tmat tm = make_mat(24, 256, 4, 64, SPECDEC_DTYPE_BF16);
+    float x[4 * 256], y[4 * 24];
+    for (int i = 0; i < 4 * 256; i++) x[i] = rndf(-1.0f, 1.0f);
+    F->matmul(&tm.m, x, 256, y, 24, 4, NULL);
+    free_mat(&tm);
+    return NULL;
+}
+
+static void test_thread_scratch(void) {
+    for (int i = 0; i < 3; i++) {
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, matmul_then_exit, (void *)sd_ops_fast()) == 0, "pthread_create");
+        pthread_join(th, NULL);
+    }
+}
+
 int main(void) {
     const char *env = getenv("SD_TEST_SEED");
     uint64_t seed = env ? strtoull(env, NULL, 10) : ((uint64_t)time(NULL) * 1000003u) ^ (uint64_t)getpid();
@@ -443,6 +464,7 @@ int main(void) {
         test_rowwise(F, levels[i]);
         test_attention(F, levels[i]);
     }
+    test_thread_scratch();
     for (int n = 1; n <= 4; n++) sd_pool_free(pools[n]);
     return check_finish("test_ops");
 }

@@ -9,6 +9,7 @@
 #include "cpu/ops_internal.h"
 #include "util/dtype.h"
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,9 +111,17 @@ const sd_isa *sd_isa_neon(void) { return NULL; }
 #endif
 
 /* ---------------------------------------------------------------- matmul dispatch */
-/* Per-thread scratch for the permuted activations; grows, never shrinks. */
+/* Per-thread scratch for the permuted activations (of the thread that calls matmul); grows,
+ * never shrinks; freed when the thread exits (a pthread key's destructor), so a server worker
+ * or any other caller thread that ends leaves nothing behind. */
 static _Thread_local float *tl_buf;
 static _Thread_local size_t tl_cap;
+static pthread_key_t tl_key;
+static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
+static int tl_key_ok;
+
+static void tl_free(void *p) { free(p); }
+static void tl_key_make(void) { tl_key_ok = pthread_key_create(&tl_key, tl_free) == 0; }
 
 static float *scratch_floats(size_t n) {
     if (n > tl_cap) {
@@ -120,6 +129,8 @@ static float *scratch_floats(size_t n) {
         if (!nb) return NULL;
         tl_buf = nb;
         tl_cap = n;
+        pthread_once(&tl_once, tl_key_make);
+        if (tl_key_ok) pthread_setspecific(tl_key, nb);
     }
     return tl_buf;
 }
