@@ -89,7 +89,8 @@ def summarize(rows, K):
 def run_one(args, p, K, tmpdir):
     sj = os.path.join(tmpdir, "%s-K%d.json" % (p["id"], K))
     cmd = [args.specdec, "run", "-m", args.model, "-p", p["prompt"], "-n", str(args.new), "--draft", "mtp",
-           "--block-size", str(K), "--ignore-eos", "--threads", str(args.threads), "--stats-json", sj]
+           "--block-size", str(K), "--ignore-eos", "--threads", str(args.threads), "--stats-json", sj,
+           "--draft-vocab", "none"]   # the reference drafts over the full head; so must we
     r = subprocess.run(cmd, capture_output=True)
     if r.returncode != 0:
         sys.exit("specdec failed on %s K=%d: %s" % (p["id"], K, r.stderr.decode(errors="replace")))
