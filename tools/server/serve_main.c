@@ -178,14 +178,35 @@ int cmd_serve(int argc, char **argv) {
     rc = 0;
 done:
     /* stop accepting, let queued jobs drain with 503, cancel the running one */
+    srv_job *cut = NULL;   /* the generation in progress, held until its stream has its error event */
     if (d) {
         MHD_quiesce_daemon(d);
         pthread_mutex_lock(&s.qmu);
         for (int i = 0; i < s.q_len; i++) s.ring[(s.q_head + i) % (s.queue_cap + 1)]->cancel = 1;
-        if (s.current) { s.current->shutdown = 1; s.current->cancel = 1; }
+        if (s.current) {
+            cut = s.current;
+            pthread_mutex_lock(&cut->mu);
+            cut->refs++;
+            cut->shutdown = 1;
+            cut->cancel = 1;
+            pthread_mutex_unlock(&cut->mu);
+        }
         pthread_mutex_unlock(&s.qmu);
     }
     srv_worker_stop(&s);
+    if (cut) {
+        /* MHD_stop_daemon closes connections at once: give a streaming client up to 2 s to read
+         * what the worker wrote last (the in-band shutdown error) */
+        for (int i = 0; i < 200; i++) {
+            pthread_mutex_lock(&cut->mu);
+            bool drained = cut->sse_sent >= cut->sse.len;
+            pthread_mutex_unlock(&cut->mu);
+            if (drained) break;
+            struct timespec ts = {0, 10 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        srv_job_release(cut);
+    }
     if (d) MHD_stop_daemon(d);
     specdec_drafter_free(s.mtp);
     specdec_drafter_free(s.ngram);
