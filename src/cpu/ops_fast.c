@@ -125,9 +125,12 @@ static void tl_key_make(void) { tl_key_ok = pthread_key_create(&tl_key, tl_free)
 
 static float *scratch_floats(size_t n) {
     if (n > tl_cap) {
-        float *nb = (float *)realloc(tl_buf, n * sizeof(float));
-        if (!nb) return NULL;
-        tl_buf = nb;
+        /* 64-byte aligned: the kernels' full-vector loads of xp / xs then never straddle a cache
+         * line (malloc gives 16 bytes). The contents are rewritten by every call: no copy. */
+        void *nb = NULL;
+        if (posix_memalign(&nb, 64, n * sizeof(float)) != 0) return NULL;
+        free(tl_buf);
+        tl_buf = (float *)nb;
         tl_cap = n;
         pthread_once(&tl_once, tl_key_make);
         if (tl_key_ok) pthread_setspecific(tl_key, nb);
