@@ -8,6 +8,7 @@
 #include "cpu/ops.h"
 #include "cpu/ops_internal.h"
 #include "util/dtype.h"
+#include "util/mem.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -125,10 +126,10 @@ static void tl_key_make(void) { tl_key_ok = pthread_key_create(&tl_key, tl_free)
 
 static float *scratch_floats(size_t n) {
     if (n > tl_cap) {
-        /* 64-byte aligned: the kernels' full-vector loads of xp / xs then never straddle a cache
-         * line (malloc gives 16 bytes). The contents are rewritten by every call: no copy. */
-        void *nb = NULL;
-        if (posix_memalign(&nb, 64, n * sizeof(float)) != 0) return NULL;
+        /* aligned (util/mem.h): the kernels' full-vector loads of xp / xs never straddle a cache
+         * line. The contents are rewritten by every call: no copy. */
+        void *nb = sd_malloc_aligned(n * sizeof(float));
+        if (!nb) return NULL;
         free(tl_buf);
         tl_buf = (float *)nb;
         tl_cap = n;

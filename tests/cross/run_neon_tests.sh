@@ -24,7 +24,7 @@ B=$(mktemp -d /tmp/sdneon-XXXXXX)
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$B"' EXIT
 
 cd "$ROOT" || exit 2
-SRCS="src/cpu/ops_fast.c src/cpu/ops_ref.c src/cpu/ops_neon.c src/cpu/pool.c src/util/dtype.c src/util/err.c
+SRCS="src/cpu/ops_fast.c src/cpu/ops_ref.c src/cpu/ops_neon.c src/cpu/pool.c src/util/dtype.c src/util/err.c src/util/mem.c
       tests/check.c tests/test_ops.c"
 CFLAGS="-std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fno-strict-aliasing
         -Isrc -Iinclude -Itests -DSPECDEC_SOURCE_DIR_DEFAULT=\"$ROOT\" ${EXTRA_CFLAGS:-}"
