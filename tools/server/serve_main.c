@@ -195,11 +195,12 @@ done:
     }
     srv_worker_stop(&s);
     if (cut) {
-        /* MHD_stop_daemon closes connections at once: give a streaming client up to 2 s to read
-         * what the worker wrote last (the in-band shutdown error) */
+        /* MHD_stop_daemon closes connections at once: give the client up to 2 s to receive the
+         * shutdown error (a 503, or in-band on a stream). Its connection holds a reference to the
+         * job until the response is complete, so ours being the last one means it was sent. */
         for (int i = 0; i < 200; i++) {
             pthread_mutex_lock(&cut->mu);
-            bool drained = cut->sse_sent >= cut->sse.len;
+            bool drained = cut->refs <= 1;
             pthread_mutex_unlock(&cut->mu);
             if (drained) break;
             struct timespec ts = {0, 10 * 1000000L};
