@@ -106,11 +106,12 @@ pipeline() {  # WORK SMOKE
   run_stage "$W" quantize ship "$W"
   # eval is the last stage that uses the GPU: if it fails, still package what was trained (the
   # session may have no GPU time left for a re-run; eval_mtp.py can run again on the fetched export)
-  if ! SOFT=1 run_stage "$W" eval python3 $T/eval_mtp.py --model "$W/export" --prompts "$PROMPTS" --out "$W/export/mtp_eval.json" \
+  # time limits: a hung stage must not hold the packaging (and the trained model) hostage
+  if ! SOFT=1 run_stage "$W" eval timeout 480 python3 $T/eval_mtp.py --model "$W/export" --prompts "$PROMPTS" --out "$W/export/mtp_eval.json" \
           --workers 4 $EVARGS ${EVAL_ARGS:-}; then
     echo "eval FAILED (packaging anyway)" >> "$W/logs/durations.txt"
   fi
-  if [ -f "$W/export/mtp_eval.json" ] && ! SOFT=1 run_stage "$W" agree agree "$W" "$S"; then
+  if [ -f "$W/export/mtp_eval.json" ] && ! SOFT=1 run_stage "$W" agree timeout 420 bash "$REPO/tools/train/device_pipeline.sh" _agree "$W"; then
     echo "agree FAILED (packaging anyway)" >> "$W/logs/durations.txt"
   fi
   run_stage "$W" package package "$W"
