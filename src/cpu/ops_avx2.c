@@ -118,12 +118,9 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
     const int nw = cols / E, nb = (nw + 7) / 8, ng = cols / g;
     const int bps = 8 * g / BE; /* blocks per super-block: 4..32 (groups 32..128) */
     const size_t total = (size_t)W->rows * ng;
-    __m256i idx[32];
-    for (int j = 0; j < bps; j++) {
-        int32_t v[8];
-        for (int l = 0; l < 8; l++) v[l] = (j * BE + l * E) / g;
-        idx[j] = _mm256_loadu_si256((const __m256i *)v);
-    }
+    /* lane -> group of block j of a super-block: row j of the dispatcher's table (a->gidx, built
+     * for 16-group super-blocks; its first bps rows are those of an 8-group one) */
+    const int32_t *idxt = a->gidx;
     const __m256i msk = _mm256_set1_epi32((int)((1u << bits) - 1u));
     const float *xp[NT_MAX], *xs[NT_MAX];
     for (int t = 0; t < NT; t++) {
@@ -146,7 +143,7 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
                 __m256i wv;
                 if (remw >= 8) wv = _mm256_loadu_si256((const __m256i *)(wr + b * 8));
                 else wv = _mm256_maskload_epi32((const int *)(wr + b * 8), _mm256_castps_si256(lanes_lt(remw)));
-                const __m256 sv = _mm256_permutevar8x32_ps(S, idx[b - b0]);
+                const __m256 sv = _mm256_permutevar8x32_ps(S, _mm256_loadu_si256((const __m256i *)(idxt + (b - b0) * 8)));
                 __m256 q[8];
                 for (int k = 0; k < E; k++) q[k] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(wv, bits * k), msk));
                 for (int t = 0; t < NT; t++) {

@@ -134,7 +134,7 @@ ship() {  # the shipped form: specdec's own 4-bit group-64 quantization of the b
 }
 
 agree() {  # specdec vs the PyTorch reference, prompt by prompt (bf16: must agree; 4-bit: tau as shipped)
-  local W=$1 S=$2 m
+  local W=$1 m
   for m in bf16:export q4:ship; do
     python3 bench/mtp_agreement.py --specdec "$SPECDEC" --model "$W/${m#*:}" --ref "$W/export/mtp_eval.json" \
       --out "$W/export/agree_${m%%:*}.json" --jobs 15 --threads 1 || return 1
@@ -186,7 +186,7 @@ case "$cmd" in
   _pipeline) pipeline "$1" "$2" ;;
   _package) package "$1" ;;
   _ship) ship "$1" ;;
-  _agree) agree "$1" 0 ;;
+  _agree) agree "$1" ;;
   status) W=$(cur_work); status_line "$W"; summary "$W" ;;
   wait)
     W=$(cur_work)
