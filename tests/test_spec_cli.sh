@@ -37,6 +37,13 @@ for dv in auto none "$M/draft_vocab.json:4096"; do
     case $dv in auto) want=16384;; none) want="";; *) want=4096;; esac
     [ "$got" = "$want" ] || { echo "FAIL: draft vocabulary $dv: drafted over '$got' ids, want '$want'"; fail=1; }
 done
+# bench labels each draft-vocabulary arm by the size it resolved to: FILE alone is default_n
+printf '{"id":"p","kind":"c","prompt":"// FILE: fs/x.c\\n#include <linux/fs.h>\\n"}\n' > "$T/pk.jsonl"
+out=$("$BIN" bench -m "$M" --draft mtp --prompts "$T/pk.jsonl" -n 8 --repeats 1 --threads 1 --block-size 3 \
+    --draft-vocab "$M/draft_vocab.json" --draft-vocab "$M/draft_vocab.json:8192" 2>&1)
+for want in "| p | full |" "| p | dv 16384 |" "| p | dv 8192 |" "arm dv 16384: median speedup"; do
+    echo "$out" | grep -qF "$want" || { echo "FAIL: bench draft-vocab arms: no '$want'"; echo "$out"; fail=1; }
+done
 out=$("$BIN" run -m "$M" -n 4 --draft ngram --draft-vocab none -p "$P" 2>&1)
 [ $? -ne 0 ] && echo "$out" | grep -q -- "--draft-vocab" || { echo "FAIL: --draft-vocab with ngram accepted: $out"; fail=1; }
 [ $fail -eq 0 ] && echo "test_spec_cli: ok"

@@ -126,6 +126,15 @@ int cmd_bench(int argc, char **argv) {
             goto done;
         }
     dr = drs[0];
+    /* Rows are labeled by the size each arm resolved to: "FILE" alone means the file's default_n,
+     * which is easy to mistake for the whole file when reading a table. */
+    char arml[MAXA][48];
+    for (int k = 0; k < na; k++) {
+        if (k) snprintf(arml[k], sizeof arml[k], "dv %d", specdec_drafter_draft_vocab_size(drs[k]));
+        else snprintf(arml[k], sizeof arml[k], "full");
+        for (int j = 1; j < k; j++)
+            if (!strcmp(arml[j], arml[k])) { snprintf(arml[k] + strlen(arml[k]), sizeof arml[k] - strlen(arml[k]), " (arm %d)", k + 1); break; }
+    }
     FILE *o = out_path ? fopen(out_path, "w") : NULL;
     FILE *outs[2] = {stdout, o};
     char la0[128], la1[128];
@@ -140,7 +149,7 @@ int cmd_bench(int argc, char **argv) {
     specdec_model_info mi0;
     specdec_model_get_info(m, &mi0);
     for (int k = 0; k < na; k++)
-        P("arm %s: draft vocabulary %d of %d ids%s%s\n", k ? "dv" : "full", k ? specdec_drafter_draft_vocab_size(drs[k]) : mi0.vocab_size,
+        P("arm %s: draft vocabulary %d of %d ids%s%s\n", arml[k], k ? specdec_drafter_draft_vocab_size(drs[k]) : mi0.vocab_size,
           mi0.vocab_size, k ? " from " : " (full head)", k ? dvs[k] : "");
     P("\n");
     if (byte_ids) P("NOTE: %s has no tokenizer.json: prompt bytes were mapped to ids (byte %% vocab, at most 512): a test model.\n\n", dir);
@@ -212,7 +221,7 @@ int cmd_bench(int argc, char **argv) {
         double cmed = median(ca, repeats);
         if (cmed > 0 && (cmax - cmin) / cmed > 0.05) wide = true;
         for (int k = 0; k < na; k++) {
-            const char *arm = k ? dvs[k] : "full";
+            const char *arm = arml[k];
             double smin = sa[k][0], smax = sa[k][0];
             for (int r = 0; r < repeats; r++) { if (sa[k][r] < smin) smin = sa[k][r]; if (sa[k][r] > smax) smax = sa[k][r]; }
             double smed = median(sa[k], repeats), tmed = median(taus[k], repeats), dmed = median(dms[k], repeats);
@@ -260,7 +269,7 @@ int cmd_bench(int argc, char **argv) {
         ncmp++;
         double smed_all = median(speedups[k], nsp[k]);   /* sorts speedups */
         P("\n%s%s%smedian speedup over %d prompts: %.3f (min %.3f, max %.3f); mean of per-prompt median tau %.2f; "
-          "mean draft ms/round %.2f; acceptance by depth:", na > 1 ? "arm " : "", na > 1 ? (k ? dvs[k] : "full") : "",
+          "mean draft ms/round %.2f; acceptance by depth:", na > 1 ? "arm " : "", na > 1 ? arml[k] : "",
           na > 1 ? ": " : "", nsp[k], smed_all, speedups[k][0], speedups[k][nsp[k] - 1], tau_sum[k] / tau_n[k],
           dms_sum[k] / tau_n[k]);
         for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH && dad[k][j]; j++) P(" %.2f", (double)aad[k][j] / (double)dad[k][j]);

@@ -94,11 +94,12 @@ int cmd_run(int argc, char **argv) {
                             : specdec_generate(ctx, tok, ids, (int)n_ids, &gp, NULL, NULL, &st, &err);
     if (dr) st = ss.gen;
     if (gst) {
-        if (wrote) fputc('\n', stdout);   /* end a partly streamed line; print nothing otherwise */
+        if (wrote) { fputc('\n', stdout); fflush(stdout); }   /* end a partly streamed line; print nothing otherwise */
         rc = cli_fail_err(&err);
         goto done;
     }
     fputc('\n', stdout);
+    fflush(stdout);   /* the text's last line before the stats on stderr, on a terminal too */
     static const char *reasons[] = {"budget", "eos", "stop-string", "cancelled", "context-full"};
     fprintf(stderr, "[stats] prompt %d tokens, prefill %.1f tok/s (%.1f ms), generated %d tokens, decode %.2f tok/s (%.2f ms/token), stop: %s\n",
             st.prompt_tokens, st.prefill_tok_s, st.prefill_ms, st.generated_tokens, st.decode_tok_s,
