@@ -36,6 +36,7 @@ class Cfg:
     rope_theta: float = 1000000.0
     max_position_embeddings: int = 1024
     mtp_num_hidden_layers: int = 1
+    tie_word_embeddings: bool = True   # the recipe's own target is tied; HF targets may not be
 
     def validate(self):
         assert self.num_attention_heads % self.num_key_value_heads == 0
@@ -181,16 +182,24 @@ class Qwen3Model(nn.Module):
 
 
 class Qwen3LM(nn.Module):
-    """Qwen3ForCausalLM with tied LM head; state_dict names = HF names (no lm_head.weight)."""
+    """Qwen3ForCausalLM. state_dict names = HF names, except that an untied LM head is `head.weight`
+    here (HF: `lm_head.weight`; `lm_head` is the method below): hf_state_to_ours / ours_to_hf."""
 
     def __init__(self, c):
         super().__init__()
         self.cfg = c
         self.model = Qwen3Model(c)
+        if not c.tie_word_embeddings:
+            self.head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
 
     @property
     def emb_w(self):
         return self.model.embed_tokens.weight
+
+    @property
+    def head_w(self):
+        """The LM head's [V, H] weight: the embedding when tied. The MTP drafter borrows both."""
+        return self.emb_w if self.cfg.tie_word_embeddings else self.head.weight
 
     def hidden(self, idx):
         """idx [B, T] -> final hidden h [B, T, H] after model.norm (positions 0..T-1)."""
@@ -203,7 +212,7 @@ class Qwen3LM(nn.Module):
         return self.model.norm(x)
 
     def lm_head(self, h):
-        return F.linear(h, self.emb_w)
+        return F.linear(h, self.head_w)
 
     def forward(self, idx, targets=None):
         logits = self.lm_head(self.hidden(idx))
@@ -439,7 +448,7 @@ def hf_config(c, dtype="bfloat16"):
         "use_sliding_window": False,
         "sliding_window": None,
         "max_window_layers": c.num_hidden_layers,
-        "tie_word_embeddings": True,
+        "tie_word_embeddings": c.tie_word_embeddings,
         "bos_token_id": EOT_ID,
         "eos_token_id": EOT_ID,
         "initializer_range": 0.02,
@@ -463,14 +472,104 @@ def split_export_state(sd):
     return tsd, msd
 
 
-def load_export(d, device):
-    """Load an exported directory into (cfg, target, mtp) in f32 (the values are bf16-exact)."""
+def hf_state_to_ours(tsd):
+    return {("head.weight" if k == "lm_head.weight" else k): v for k, v in tsd.items()}
+
+
+def load_safetensors_dir(d):
+    """Every tensor of an HF directory: model.safetensors, or the shards named by
+    model.safetensors.index.json (the layout specdec reads too). CPU tensors, dtypes as stored."""
     from safetensors.torch import load_file
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = cfg_from_dict(json.load(f))
-    tsd, msd = split_export_state(load_file(os.path.join(d, "model.safetensors")))
+    ip = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(ip):
+        with open(ip) as f:
+            wm = json.load(f).get("weight_map")
+        if not isinstance(wm, dict) or not wm:
+            raise ValueError("%s: no weight_map" % ip)
+        out = {}
+        for shard in sorted(set(wm.values())):
+            if os.path.basename(shard) != shard:
+                raise ValueError("%s: shard name %r is not a plain file name" % (ip, shard))
+            part = load_file(os.path.join(d, shard))
+            for k in part:
+                if wm.get(k) != shard:
+                    raise ValueError("%s: tensor %s of %s is not mapped to that shard" % (ip, k, shard))
+            out.update(part)
+        missing = [k for k in wm if k not in out]
+        if missing:
+            raise ValueError("%s: weight_map names %s, which no shard holds" % (ip, missing[0]))
+        return out
+    return load_file(os.path.join(d, "model.safetensors"))
+
+
+def cfg_from_hf_config(path):
+    """config.json of an HF Qwen3 checkpoint -> Cfg, refusing what the recipe's model code does not
+    implement (it must compute exactly the target specdec runs, or the drafter learns the wrong one)."""
+    with open(path) as f:
+        hc = json.load(f)
+    if hc.get("model_type") != "qwen3":
+        raise ValueError("%s: model_type %r, want \"qwen3\"" % (path, hc.get("model_type")))
+    if "quantization" in hc or "quantization_config" in hc:
+        raise ValueError("%s: quantized checkpoint; train the drafter against the bf16/f32 target" % path)
+    for k in ("rope_scaling", "rope_parameters"):   # transformers 5 writes rope_parameters {rope_type: default}
+        v = hc.get(k)
+        if isinstance(v, dict) and v.get("rope_type", v.get("type", "default")) != "default":
+            raise ValueError("%s: %s = %r: only plain RoPE is implemented by the recipe's model code" % (path, k, v))
+    if hc.get("use_sliding_window"):
+        raise ValueError("%s: use_sliding_window = true is not implemented by the recipe's model code" % path)
+    if hc.get("attention_bias"):
+        raise ValueError("%s: attention_bias = true is not Qwen3" % path)
+    d = dict(hc)
+    rp = hc.get("rope_parameters")
+    if "rope_theta" not in d and isinstance(rp, dict) and "rope_theta" in rp:
+        d["rope_theta"] = rp["rope_theta"]
+    d["tie_word_embeddings"] = bool(hc.get("tie_word_embeddings", False))   # HF Qwen3Config's default
+    d.setdefault("mtp_num_hidden_layers", 1)
+    need = [k for k in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                        "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta", "max_position_embeddings")
+            if k not in d]
+    if need:
+        raise ValueError("%s: missing key %s" % (path, need[0]))
+    return cfg_from_dict(d)
+
+
+def load_hf_target(d, mtp_layers=1):
+    """An HF Qwen3 directory (no MTP head needed) -> (cfg, Qwen3LM in f32, source dtype). Any mtp.*
+    tensors it already has are ignored (a new drafter is trained)."""
+    cfg = cfg_from_hf_config(os.path.join(d, "config.json"))
+    cfg.mtp_num_hidden_layers = mtp_layers
+    sd = load_safetensors_dir(d)
+    tsd = {k: v for k, v in sd.items() if not k.startswith("mtp.")}
+    if any(k.endswith(".scales") for k in tsd):
+        raise ValueError("%s: quantized weights (%s); train against the bf16/f32 target" %
+                         (d, next(k for k in tsd if k.endswith(".scales"))))
+    if cfg.tie_word_embeddings:
+        tsd.pop("lm_head.weight", None)   # some tied checkpoints store the copy anyway
+    dtypes = sorted({str(v.dtype).replace("torch.", "") for v in tsd.values()})
     target = Qwen3LM(cfg)
-    target.load_state_dict(tsd, strict=True)
+    ours = hf_state_to_ours({k: v.float() for k, v in tsd.items()})
+    want = target.state_dict()
+    for k in want:
+        if k not in ours:
+            raise ValueError("%s: tensor %s missing" % (d, "lm_head.weight" if k == "head.weight" else k))
+        if tuple(ours[k].shape) != tuple(want[k].shape):
+            raise ValueError("%s: tensor %s has shape %s, config.json implies %s" %
+                             (d, k, list(ours[k].shape), list(want[k].shape)))
+    extra = [k for k in ours if k not in want]
+    if extra:
+        raise ValueError("%s: unexpected tensor %s" % (d, extra[0]))
+    target.load_state_dict(ours, strict=True)
+    return cfg, target, dtypes
+
+
+def load_export(d, device):
+    """Load an exported (or attach_mtp.py-made) directory into (cfg, target, mtp) in f32."""
+    cfg = cfg_from_hf_config(os.path.join(d, "config.json"))
+    tsd, msd = split_export_state(load_safetensors_dir(d))
+    if cfg.tie_word_embeddings:
+        tsd.pop("lm_head.weight", None)
+    target = Qwen3LM(cfg)
+    target.load_state_dict(hf_state_to_ours(tsd), strict=True)
     mtp = MTP(cfg)
     mtp.load_state_dict(msd, strict=True)
     return cfg, target.to(device).eval(), mtp.to(device).eval()

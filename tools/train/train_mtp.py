@@ -12,6 +12,7 @@ so the target distribution used is exactly the one the drafter is verified again
 
   python3 tools/train/train_mtp.py --selftest            # CPU, fp32: batched == literal inference loop
   python3 tools/train/train_mtp.py --data D --work W [--smoke]
+  python3 tools/train/train_mtp.py --target-hf DIR --data D --work W   # a user's own Qwen3 target
 Writes <work>/mtp.pt ({"cfg", "mtp" (state_dict, names without the "mtp." prefix), "meta"}).
 """
 import argparse
@@ -26,8 +27,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from common import (MTP, Cfg, KVCache, Qwen3LM, append_jsonl, cfg_dict, cfg_from_dict, cosine_lr,  # noqa: E402
-                    depth_mask, hf_config, init_weights, load_tokens, mtp_unrolled, param_groups,
-                    save_json, valid_masks)
+                    depth_mask, hf_config, init_weights, load_hf_target, load_tokens, mtp_unrolled,
+                    param_groups, save_json, valid_masks)
 
 DEFAULT_WEIGHTS = [1.0, 0.8, 0.6, 0.5, 0.4, 0.3]
 
@@ -43,9 +44,11 @@ def target_outputs(target, x):
     return h, g, logp
 
 
-def drafter_loss(mtp, emb_w, x, h, g, logp, vmasks, dmasks, weights):
-    """Returns (loss, per-depth stacked stats [D, 4] = (ce, kl, top1, count))."""
+def drafter_loss(mtp, emb_w, x, h, g, logp, vmasks, dmasks, weights, head_w=None):
+    """Returns (loss, per-depth stacked stats [D, 4] = (ce, kl, top1, count)). emb_w embeds the
+    drafter's input tokens, head_w (default: emb_w, a tied target) turns its outputs into logits."""
     D = len(weights)
+    head_w = emb_w if head_w is None else head_w
     ms = mtp_unrolled(mtp, emb_w, x, h, g, D, masks=dmasks)
     with torch.no_grad():
         p = logp.exp()
@@ -54,7 +57,7 @@ def drafter_loss(mtp, emb_w, x, h, g, logp, vmasks, dmasks, weights):
     loss = 0.0
     stats = []
     for d in range(D):
-        lq = torch.log_softmax(F.linear(ms[d], emb_w).float(), dim=-1)
+        lq = torch.log_softmax(F.linear(ms[d], head_w).float(), dim=-1)
         ce = -(p * lq).sum(-1)                         # [B, L]
         v = vmasks[d]
         n = v.sum().clamp(min=1)
@@ -175,11 +178,70 @@ def selftest():
               (transformers.__version__, worst["hf_logits"], float(z.abs().max())))
     except Exception as e:  # noqa: BLE001
         print("[selftest] WARNING: HF comparison not run (%s: %s)" % (type(e).__name__, e))
+    # 6. the --target-hf path: an untied HF directory on disk -> load_hf_target -> same logits as
+    #    transformers; the drafter loss scores with the LM head (not the embedding) of such a target
+    try:
+        import tempfile
+        import transformers
+        hc = dict(hf_config(c, dtype="float32"))
+        for k in ("architectures", "model_type", "torch_dtype", "mtp_num_hidden_layers"):
+            hc.pop(k)
+        hc["tie_word_embeddings"] = False
+        hfu = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**hc)).float().eval()
+        with tempfile.TemporaryDirectory() as td:
+            hfu.save_pretrained(td)
+            cu, tu, _ = load_hf_target(td)
+        assert not cu.tie_word_embeddings and not torch.equal(tu.head_w, tu.emb_w)
+        with torch.no_grad():
+            err("hf_untied_logits", hfu(input_ids=x).logits.float(), tu(x))
+            mu = MTP(cu)
+            mu.load_state_dict(mtp.state_dict())
+            hu = tu.hidden(x)
+            zu = tu.lm_head(hu)
+            gu = zu.argmax(-1)
+            lpu = torch.log_softmax(zu[:, 1:].float(), -1)
+            vu = valid_masks(x, gu, 1, exact=True)
+            lu, _ = drafter_loss(mu, tu.emb_w, x, hu, gu, lpu, vu, None, [1.0], tu.head_w)
+            m1 = mtp_unrolled(mu, tu.emb_w, x, hu, gu, 1)[0]
+            ce = -(lpu.exp() * torch.log_softmax(tu.lm_head(m1).float(), -1)).sum(-1)
+            err("untied_loss", lu, ce[vu[0]].sum() / vu[0].sum().clamp(min=1))
+        print("[selftest] untied HF directory via load_hf_target: logits and drafter loss checked")
+    except ImportError as e:
+        print("[selftest] WARNING: untied HF check not run (%s)" % e)
     print("[selftest] %d drafter entries checked; max abs errors: %s" %
           (n_checked, json.dumps({k: float("%.3g" % v) for k, v in worst.items()})))
     for k, v in worst.items():
         assert v < 1e-4, "selftest %s error %.3g too large" % (k, v)
     print("[selftest] OK")
+
+
+def check_against_transformers(d, target, cfg, dev, n=64):
+    """--target-hf: our model code on the loaded weights must reproduce transformers' logits for the
+    directory, or the drafter would learn a target specdec does not run. f32, TF32 off, 2 x n tokens."""
+    try:
+        import transformers
+    except ImportError:
+        print("[mtp] WARNING: transformers not importable; target not checked against it", flush=True)
+        return
+    kw = {"dtype": torch.float32} if int(transformers.__version__.split(".")[0]) >= 5 else {"torch_dtype": torch.float32}
+    hf = transformers.Qwen3ForCausalLM.from_pretrained(d, attn_implementation="eager", **kw).to(dev).eval()
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        g = torch.Generator(device="cpu").manual_seed(7)
+        x = torch.randint(0, cfg.vocab_size, (2, min(n, cfg.max_position_embeddings)), generator=g).to(dev)
+        target.to(dev)
+        with torch.no_grad():
+            zh = hf(input_ids=x).logits.float()
+            zo = target(x).float()
+        diff, scale = float((zh - zo).abs().max()), float(zh.abs().max())
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        del hf
+        torch.cuda.empty_cache()
+    print("[mtp] transformers %s vs ours on %s: max |logit diff| %.3g (logit scale %.3g)" %
+          (transformers.__version__, d, diff, scale), flush=True)
+    assert diff <= 1e-3 * max(1.0, scale), "the recipe's model code does not reproduce %s (diff %.3g)" % (d, diff)
 
 
 # ----------------------------------------------------------------------------- training
@@ -206,6 +268,11 @@ def main():
     ap.add_argument("--eval-windows", type=int, default=32)
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--target-hf", metavar="DIR", help="train against this HF Qwen3 directory (bf16/f16/f32 "
+                    "safetensors, tied or untied head, no MTP head needed) instead of WORK/target.pt; "
+                    "tools/train/attach_mtp.py then writes the drafter into a copy of it")
+    ap.add_argument("--mtp-layers", type=int, default=1, help="decoder layers of the drafter (--target-hf)")
+    ap.add_argument("--no-hf-check", action="store_true", help="--target-hf: skip the transformers logits check")
     a = ap.parse_args()
     if a.selftest:
         return selftest()
@@ -231,12 +298,26 @@ def main():
     if os.path.exists(log_path):
         os.remove(log_path)
 
-    ck = torch.load(os.path.join(a.work, "target.pt"), map_location="cpu")
-    cfg = cfg_from_dict(ck["cfg"])
-    assert T <= cfg.max_position_embeddings
-    target = Qwen3LM(cfg)
-    # the drafter trains against the target exactly as shipped: bf16-rounded weights
-    target.load_state_dict({k: v.bfloat16().float() for k, v in ck["model"].items()})
+    if a.target_hf:
+        # a user's target: trained against exactly the weights stored in its directory
+        cfg, target, dtypes = load_hf_target(a.target_hf, a.mtp_layers)
+        print("[mtp] target %s: %d layers, hidden %d, vocab %d, %s head, weights %s" %
+              (a.target_hf, cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size,
+               "tied" if cfg.tie_word_embeddings else "untied", ",".join(dtypes)), flush=True)
+        if not a.no_hf_check:
+            check_against_transformers(a.target_hf, target, cfg, dev)
+    else:
+        ck = torch.load(os.path.join(a.work, "target.pt"), map_location="cpu")
+        cfg = cfg_from_dict(ck["cfg"])
+        target = Qwen3LM(cfg)
+        # the drafter trains against the target exactly as shipped: bf16-rounded weights
+        target.load_state_dict({k: v.bfloat16().float() for k, v in ck["model"].items()})
+    assert T <= cfg.max_position_embeddings, "--seq %d exceeds the target's context %d" % (T, cfg.max_position_embeddings)
+    train_probe = load_tokens(os.path.join(a.data, "train.bin"))
+    top = int(train_probe.max())
+    assert top < cfg.vocab_size, "%s: token id %d >= the target's vocab_size %d (another tokenizer?)" % (
+        os.path.join(a.data, "train.bin"), top, cfg.vocab_size)
+    del train_probe
     target.eval()
     for p_ in target.parameters():
         p_.requires_grad_(False)
@@ -245,7 +326,8 @@ def main():
     target.to(dev)
     mtp.to(dev)
     emb_w = target.emb_w
-    assert emb_w.device.type == "cuda" and not emb_w.requires_grad
+    head_w = target.head_w
+    assert emb_w.device.type == "cuda" and not emb_w.requires_grad and not head_w.requires_grad
     opt = torch.optim.AdamW(param_groups(mtp, a.wd), lr=a.lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
 
     train = load_tokens(os.path.join(a.data, "train.bin")).to(dev)
@@ -262,7 +344,7 @@ def main():
         return target_outputs(target, x)
 
     def loss_fn(x, h, g, logp, vm):
-        return drafter_loss(mtp, emb_w, x, h, g, logp, vm, dmasks, weights)
+        return drafter_loss(mtp, emb_w, x, h, g, logp, vm, dmasks, weights, head_w)
 
     c_tgt = tgt_fn if a.no_compile else torch.compile(tgt_fn)
     c_loss = loss_fn if a.no_compile else torch.compile(loss_fn)
@@ -374,7 +456,9 @@ def main():
             "mask": a.mask, "batch": B, "seq": T, "lr": a.lr, "warmup": warmup, "seed": a.seed,
             "final_heldout": r, "compiled": compiled_ok, "smoke": S,
             "max_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30,
-            "init": "layers <- target last layer, mtp.norm <- model.norm, fc <- 0.5*[I|I] + N(0,0.002)"}
+            "init": "layers <- target last layer, mtp.norm <- model.norm, fc <- 0.5*[I|I] + N(0,0.002)",
+            "target": os.path.abspath(a.target_hf) if a.target_hf else os.path.join(a.work, "target.pt"),
+            "data": os.path.abspath(a.data)}
     print("[mtp] done: %s" % json.dumps(meta), flush=True)
     sd = {k: v.detach().float().cpu() for k, v in mtp.state_dict().items()}
     torch.save({"cfg": cfg_dict(cfg), "mtp": sd, "meta": meta}, os.path.join(a.work, "mtp.pt"))
