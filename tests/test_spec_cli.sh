@@ -44,6 +44,11 @@ out=$("$BIN" bench -m "$M" --draft mtp --prompts "$T/pk.jsonl" -n 8 --repeats 1 
 for want in "| p | full |" "| p | dv 16384 |" "| p | dv 8192 |" "arm dv 16384: median speedup"; do
     echo "$out" | grep -qF "$want" || { echo "FAIL: bench draft-vocab arms: no '$want'"; echo "$out"; fail=1; }
 done
+# a prompt whose greedy continuation is EOS at once: bench says why the row is empty
+grep '"c-fs-04"' "$SRC/tests/data/prompts/heldout.jsonl" > "$T/eos.jsonl"
+out=$("$BIN" bench -m "$M" --draft mtp --prompts "$T/eos.jsonl" -n 4 --repeats 1 --threads 1 --block-size 3 2>&1)
+echo "$out" | grep -q "stopped at EOS after 0 tokens (--ignore-eos)" || {
+    echo "FAIL: bench on an EOS-first prompt gives no hint (if c-fs-04 no longer ends at once with this model, pick one that does)"; echo "$out"; fail=1; }
 out=$("$BIN" run -m "$M" -n 4 --draft ngram --draft-vocab none -p "$P" 2>&1)
 [ $? -ne 0 ] && echo "$out" | grep -q -- "--draft-vocab" || { echo "FAIL: --draft-vocab with ngram accepted: $out"; fail=1; }
 [ $fail -eq 0 ] && echo "test_spec_cli: ok"

@@ -178,6 +178,7 @@ int cmd_bench(int argc, char **argv) {
         int diff_at[MAXA]; bool speculated[MAXA];
         for (int k = 0; k < na; k++) { diff_at[k] = -1; speculated[k] = true; }
         bool exact_mode = !(gp.sampling.temperature > 0) || sp.sampling == SPECDEC_SPEC_SEEDED;
+        int c_gen = 0, c_stop = 0;   /* the classic arm's last sample: why a row has nothing to time */
         for (int r = -1; r < repeats; r++) {   /* r = -1: warm-up, discarded */
             int32_t *a = NULL; int nca = 0;
             specdec_gen_stats gs;
@@ -214,6 +215,7 @@ int cmd_bench(int argc, char **argv) {
             }
             if (r < 0) continue;
             ca[r] = gs.decode_tok_s;
+            c_gen = gs.generated_tokens; c_stop = gs.stop_reason;
         }
         free(pids);
         double cmin = ca[0], cmax = ca[0];
@@ -233,8 +235,13 @@ int cmd_bench(int argc, char **argv) {
             }
             if (!speculated[k] || rounds[k] == 0 || drafted[k] == 0) {
                 refused++;
-                P("| %s | %s | %.1f | %.1f | REFUSED: the speculative arm ran %lld rounds, drafted %lld%s | - | - | - | yes |\n", ids_s[pi],
-                  arm, cmed, smed, (long long)rounds[k], (long long)drafted[k], speculated[k] ? "" : " (declined)");
+                /* Greedy often ends a held-out prompt at once (the model predicts the end of the
+                 * document): say so, since the fix is a flag, not the drafter. */
+                char why[96] = "";
+                if (c_stop == 1 && c_gen <= 1)
+                    snprintf(why, sizeof why, "; generation stopped at EOS after %d token%s (--ignore-eos)", c_gen, c_gen == 1 ? "" : "s");
+                P("| %s | %s | %.1f | %.1f | REFUSED: the speculative arm ran %lld rounds, drafted %lld%s%s | - | - | - | yes |\n", ids_s[pi],
+                  arm, cmed, smed, (long long)rounds[k], (long long)drafted[k], speculated[k] ? "" : " (declined)", why);
                 continue;
             }
             double spd = cmed > 0 ? smed / cmed : 0;
