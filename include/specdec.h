@@ -68,6 +68,8 @@ const char *specdec_dtype_name(specdec_dtype dt);
  * makes context creation fail with SPECDEC_ERR_INVALID_ARG, and this return NULL. Each level is batch- and thread-
  * invariant; different levels sum in different orders, so their results may differ in the last bits. */
 const char *specdec_cpu_kernels(void);
+/* SPECDEC_OK, or the error context creation would give for the SPECDEC_SIMD setting. */
+specdec_status specdec_cpu_kernels_check(specdec_err *err);
 
 /* ---- model ------------------------------------------------------------------------ */
 

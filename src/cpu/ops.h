@@ -58,6 +58,9 @@ const char *sd_simd_name(void);
 /* SPECDEC_SIMD (environment) picks the level by hand. Returns its value when it is set but names
  * no level this machine runs (the runtime then refuses to start), else NULL. */
 const char *sd_simd_env_rejected(void);
+/* SPECDEC_OK, or SPECDEC_ERR_INVALID_ARG with the one message for a rejected SPECDEC_SIMD
+ * (the runtime and `specdec info` both report it). */
+specdec_status sd_simd_check(specdec_err *err);
 
 /* Test switch: perturb one reduction of the fast matmul when T > 1 so that block and chain
  * results differ in the last bit. Used only by the exactness-probe tests. */

@@ -8,6 +8,7 @@
 #include "cpu/ops.h"
 #include "cpu/ops_internal.h"
 #include "util/dtype.h"
+#include "util/err.h"
 #include "util/mem.h"
 #include <math.h>
 #include <pthread.h>
@@ -325,6 +326,13 @@ const char *sd_simd_env_rejected(void) {
     return e && !sd_ops_fast_level(e) ? e : NULL;
 }
 
+specdec_status sd_simd_check(specdec_err *err) {
+    const char *want = sd_simd_env_rejected();
+    if (!want) return SPECDEC_OK;
+    return sd_fail(err, SPECDEC_ERR_INVALID_ARG,
+                   "SPECDEC_SIMD=%s: not a SIMD level this machine runs (levels: avx512, avx2, neon, portable, scalar)", want);
+}
+
 const sd_ops *sd_ops_fast(void) {
     const char *want = sd_ops_fast_env();
     if (want) {
@@ -342,3 +350,5 @@ const sd_ops *sd_ops_fast(void) {
 const char *sd_simd_name(void) { return sd_ops_fast()->name; }
 
 const char *specdec_cpu_kernels(void) { return sd_simd_env_rejected() ? NULL : sd_simd_name(); }
+
+specdec_status specdec_cpu_kernels_check(specdec_err *err) { return sd_simd_check(err); }

@@ -42,10 +42,10 @@ specdec_status sd_runtime_init(sd_runtime *rt, const sd_config *c, int n_ctx, in
                                int n_threads, sd_kv_dtype_e kvdt, bool reference, specdec_err *err) {
     memset(rt, 0, sizeof *rt);
     rt->cfg = c;
-    const char *want = sd_simd_env_rejected();
-    if (!reference && want)
-        return sd_fail(err, SPECDEC_ERR_INVALID_ARG,
-                       "SPECDEC_SIMD=%s: not a SIMD level this machine runs (levels: avx512, avx2, neon, portable, scalar)", want);
+    if (!reference) {
+        specdec_status st = sd_simd_check(err);
+        if (st) return st;
+    }
     rt->ops = reference ? sd_ops_ref() : sd_ops_fast();
     rt->n_ctx = n_ctx;
     rt->max_batch = max_batch;

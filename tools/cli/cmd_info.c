@@ -10,11 +10,9 @@ int cmd_info(int argc, char **argv) {
         else return cli_fail("info: unknown option '%s'", argv[i]);
     }
     if (!dir) return cli_fail("info needs -m DIR");
-    const char *kernels = specdec_cpu_kernels();
-    if (!kernels)
-        return cli_fail("SPECDEC_SIMD=%s: not a SIMD level this machine runs (levels: avx512, avx2, neon, portable, scalar)",
-                        getenv("SPECDEC_SIMD"));
     specdec_err err = {0};
+    if (specdec_cpu_kernels_check(&err)) return cli_fail_err(&err);
+    const char *kernels = specdec_cpu_kernels();
     specdec_model *m = NULL;
     if (cli_load_model(dir, true, &m, &err)) return cli_fail_err(&err);
     specdec_model_info in;
