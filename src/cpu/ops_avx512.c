@@ -126,6 +126,34 @@ SD_AINLINE void unpack4(__m512i wv, __m512 *q, const int uv) {
     }
 }
 
+/* One block of 16 packed words against NT tokens: acc[t] += (sum over k of q_k * xp_k) * sv, the
+ * sum in two chains (even / odd k) and then one add: shorter latency, fixed order. quant_rows and
+ * qs_tile both go through here, so a (row, token) gets the same instructions in either. */
+SD_AINLINE void qblock(__m512i wv, __m512 sv, const float *const *xp, size_t off, const int NT, const int bits,
+                       const int uv, __m512 *acc) {
+    const int E = 32 / bits;
+    __m512 q[8];
+    if (bits == 4) {
+        unpack4(wv, q, uv);
+    } else {
+        const __m512i m8 = _mm512_set1_epi32(0xFF);
+        q[0] = _mm512_cvtepi32_ps(_mm512_and_si512(wv, m8));
+        q[1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 8), m8));
+        q[2] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 16), m8));
+        q[3] = _mm512_cvtepi32_ps(_mm512_srli_epi32(wv, 24));
+    }
+    for (int t = 0; t < NT; t++) {
+        const float *xb = xp[t] + off;
+        __m512 p0 = _mm512_mul_ps(q[0], _mm512_loadu_ps(xb));
+        __m512 p1 = _mm512_mul_ps(q[1], _mm512_loadu_ps(xb + 16));
+        for (int k = 2; k < E; k += 2) {
+            p0 = _mm512_fmadd_ps(q[k], _mm512_loadu_ps(xb + 16 * k), p0);
+            p1 = _mm512_fmadd_ps(q[k + 1], _mm512_loadu_ps(xb + 16 * (k + 1)), p1);
+        }
+        acc[t] = _mm512_fmadd_ps(_mm512_add_ps(p0, p1), sv, acc[t]);
+    }
+}
+
 SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const int NT, const int bits,
                            specdec_dtype dt) {
     const sd_mat *W = a->W;
@@ -133,8 +161,6 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
     const int nw = cols / E, nb = (nw + 15) / 16, ng = cols / g;
     const int bps = 16 * g / BE;           /* blocks per super-block of 16 groups: 2..32 */
     const int32_t *idxt = a->gidx;         /* (bps, 16) lane -> group within the super-block */
-    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i m8 = _mm512_set1_epi32(0xFF);
     const float *xp[NT_MAX], *xs[NT_MAX];
     for (int t = 0; t < NT; t++) {
         xp[t] = a->xp + (size_t)(t0 + t) * a->ldxp;
@@ -167,27 +193,7 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
                     __mmask16 m = remw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remw) - 1u);
                     __m512i wv = _mm512_maskz_loadu_epi32(m, wr + b * 16);
                     __m512 sv = _mm512_permutexvar_ps(_mm512_loadu_si512(idxt + (b - b0) * 16), S);
-                    __m512 q[8];
-                    if (bits == 4) {
-                        q[0] = _mm512_permutexvar_ps(wv, iota);
-                        for (int k = 1; k < 8; k++) q[k] = _mm512_permutexvar_ps(_mm512_srli_epi32(wv, 4 * k), iota);
-                    } else {
-                        q[0] = _mm512_cvtepi32_ps(_mm512_and_si512(wv, m8));
-                        q[1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 8), m8));
-                        q[2] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 16), m8));
-                        q[3] = _mm512_cvtepi32_ps(_mm512_srli_epi32(wv, 24));
-                    }
-                    for (int t = 0; t < NT; t++) {
-                        const float *xb = xp[t] + (size_t)b * BE;
-                        /* two chains (even / odd k), then one add: shorter latency, fixed order */
-                        __m512 p0 = _mm512_mul_ps(q[0], _mm512_loadu_ps(xb));
-                        __m512 p1 = _mm512_mul_ps(q[1], _mm512_loadu_ps(xb + 16));
-                        for (int k = 2; k < E; k += 2) {
-                            p0 = _mm512_fmadd_ps(q[k], _mm512_loadu_ps(xb + 16 * k), p0);
-                            p1 = _mm512_fmadd_ps(q[k + 1], _mm512_loadu_ps(xb + 16 * (k + 1)), p1);
-                        }
-                        acc[t] = _mm512_fmadd_ps(_mm512_add_ps(p0, p1), sv, acc[t]);
-                    }
+                    qblock(wv, sv, xp, (size_t)b * BE, NT, bits, 0, acc);   /* shift+permute unpack */
                 }
                 for (int t = 0; t < NT; t++) { st_acc[i][t] = acc[t]; st_bacc[i][t] = bacc[t]; }
             }
@@ -258,7 +264,6 @@ SD_AINLINE void qs_tile(const sd_mm_args *a, int rt, int nr, int t0, const int N
     const int nw = cols / E, nb = (nw + 15) / 16, ng = cols / g;
     const int bps = 16 * g / BE;
     const int32_t *idxt = a->gidx;
-    const __m512i m8 = _mm512_set1_epi32(0xFF);
     const float *xp[QS_NT], *xs[QS_NT];
     for (int t = 0; t < NT; t++) {
         xp[t] = a->xp + (size_t)(t0 + t) * a->ldxp;
@@ -279,25 +284,7 @@ SD_AINLINE void qs_tile(const sd_mm_args *a, int rt, int nr, int t0, const int N
                 __mmask16 m = remw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remw) - 1u);
                 __m512i wv = _mm512_maskz_loadu_epi32(m, wr + b * 16);
                 __m512 sv = _mm512_permutexvar_ps(_mm512_loadu_si512(idxt + (b - b0) * 16), S);
-                __m512 q[8];
-                if (bits == 4) {
-                    unpack4(wv, q, uv == 2 ? (NT <= 2) : uv);
-                } else {
-                    q[0] = _mm512_cvtepi32_ps(_mm512_and_si512(wv, m8));
-                    q[1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 8), m8));
-                    q[2] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(wv, 16), m8));
-                    q[3] = _mm512_cvtepi32_ps(_mm512_srli_epi32(wv, 24));
-                }
-                for (int t = 0; t < NT; t++) {
-                    const float *xb = xp[t] + (size_t)b * BE;
-                    __m512 p0 = _mm512_mul_ps(q[0], _mm512_loadu_ps(xb));
-                    __m512 p1 = _mm512_mul_ps(q[1], _mm512_loadu_ps(xb + 16));
-                    for (int k = 2; k < E; k += 2) {
-                        p0 = _mm512_fmadd_ps(q[k], _mm512_loadu_ps(xb + 16 * k), p0);
-                        p1 = _mm512_fmadd_ps(q[k + 1], _mm512_loadu_ps(xb + 16 * (k + 1)), p1);
-                    }
-                    acc[t] = _mm512_fmadd_ps(_mm512_add_ps(p0, p1), sv, acc[t]);
-                }
+                qblock(wv, sv, xp, (size_t)b * BE, NT, bits, uv == 2 ? (NT <= 2) : uv, acc);
             }
             const __m512 B = _mm512_maskz_loadu_ps(gm, bb + (size_t)i * ng + gs);
             for (int t = 0; t < NT; t++) bacc[t] = _mm512_fmadd_ps(B, _mm512_loadu_ps(xs[t] + gs), bacc[t]);
