@@ -357,9 +357,14 @@ static void test_rowwise(const sd_ops *F, const char *lvl) {
 static void test_attention(const sd_ops *F, const char *lvl) {
     const sd_ops *R = sd_ops_ref();
     static const int hds[] = {64, 128, 80};
+    /* GQA groups of 2, 3 and 5 query heads: the grouped kernels split heads into sub-groups of
+     * up to 4 (scores) and 3 (P.V) */
+    static const int nhs[] = {4, 6, 10};
+    for (int gi = 0; gi < 3; gi++)
     for (int dti = 0; dti < 3; dti++)
         for (int hi = 0; hi < 3; hi++) {
-            sd_attn_shape s = {.n_heads = 4, .n_kv_heads = 2, .head_dim = hds[hi], .kv_dtype = (sd_kv_dtype_e)dti};
+            if (gi > 0 && hds[hi] != 128 && dti != 0) continue;   /* the other groups: f32 KV, or head_dim 128 */
+            sd_attn_shape s = {.n_heads = nhs[gi], .n_kv_heads = 2, .head_dim = hds[hi], .kv_dtype = (sd_kv_dtype_e)dti};
             int hd = s.head_dim, nkv = s.n_kv_heads, nh = s.n_heads, nctx = 300, row = nkv * hd;
             size_t es = dti == SD_KV_F32 ? 4 : 2;
             void *kc = malloc((size_t)nctx * row * es), *vc = malloc((size_t)nctx * row * es);
@@ -384,7 +389,7 @@ static void test_attention(const sd_ops *F, const char *lvl) {
                 if (isnan(ob[i])) nan++;
                 if (!(fabsf(oa[i] - ob[i]) <= 2e-5f * (1.0f + fabsf(oa[i])))) bad++;
             }
-            CHECK(nan == 0 && bad == 0, "%s attention kv=%d hd=%d: %d off, %d NaN", lvl, dti, hd, bad, nan);
+            CHECK(nan == 0 && bad == 0, "%s attention nh=%d kv=%d hd=%d: %d off, %d NaN", lvl, nh, dti, hd, bad, nan);
             /* block vs single */
             int diff = 0;
             for (int t = 0; t < T; t++) {
@@ -395,6 +400,17 @@ static void test_attention(const sd_ops *F, const char *lvl) {
                 free(o1);
             }
             CHECK(diff == 0, "%s attention kv=%d hd=%d: block vs single differs (%d queries)", lvl, dti, hd, diff);
+            /* per head vs whole GQA groups: T = 1 on 4 threads has fewer groups (2) than threads,
+             * so the dispatcher goes head by head; on 1 thread it takes whole groups */
+            {
+                float *o1 = (float *)malloc((size_t)nh * hd * 4), *o4 = (float *)malloc((size_t)nh * hd * 4);
+                poison(o1, (size_t)nh * hd); poison(o4, (size_t)nh * hd);
+                F->attention(&s, &kv, q, o1, 1, pos0, sc, pools[1]);
+                F->attention(&s, &kv, q, o4, 1, pos0, sc, pools[4]);
+                CHECK(memcmp(o1, o4, (size_t)nh * hd * 4) == 0, "%s attention nh=%d kv=%d hd=%d: grouped vs per-head differ",
+                      lvl, nh, dti, hd);
+                free(o1); free(o4);
+            }
             /* threads */
             for (int n = 1; n <= 4; n++) {
                 poison(oa, (size_t)T * nh * hd);

@@ -492,12 +492,129 @@ static void attn_one(const float *q, const void *k, const void *v, size_t stride
     attn_body(q, k, v, stride, hd, dt, n, scale, sc, out);
 }
 
+/* ---- a GQA group: g query heads sharing one kv head, one pass over its K / V rows per
+ * sub-group of heads. Per head, every operation is attn_body's, in the same order (scores: the
+ * d0/d1 chains over the chunks, tree16_store per 16 keys, the scale; max in key order; the
+ * shared softmax; P.V per chunk in key order), so the bits are attn_one's. ---- */
+SD_AINLINE void grp_scores(const float *q, const void *k, size_t stride, const int hd, const sd_kv_dtype_e dt,
+                           int n, float scale, float *sc, size_t ss, const int HG) {
+    const int nch = (hd + 15) / 16;
+    const __m512 sv = _mm512_set1_ps(scale);
+    for (int j0 = 0; j0 < n; j0 += 16) {
+        const int nk = n - j0 < 16 ? n - j0 : 16;
+        __m512 dv[4][16];
+        for (int i = 0; i < nk; i++) {
+            const size_t kj = (size_t)(j0 + i) * stride;
+            __m512 d0[4], d1[4];
+            for (int h = 0; h < HG; h++) { d0[h] = _mm512_setzero_ps(); d1[h] = _mm512_setzero_ps(); }
+            for (int c = 0; c < nch; c++) {
+                int rem = hd - c * 16;
+                __mmask16 m = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
+                __m512 kv = load_kv(dt, k, kj + c * 16, m);
+                for (int h = 0; h < HG; h++) {
+                    __m512 qv = _mm512_maskz_loadu_ps(m, q + (size_t)h * hd + c * 16);
+                    if (c & 1) d1[h] = _mm512_fmadd_ps(qv, kv, d1[h]);
+                    else d0[h] = _mm512_fmadd_ps(qv, kv, d0[h]);
+                }
+            }
+            for (int h = 0; h < HG; h++) dv[h][i] = _mm512_add_ps(d0[h], d1[h]);
+        }
+        const __mmask16 om = (__mmask16)(nk >= 16 ? 0xFFFFu : (1u << nk) - 1u);
+        for (int h = 0; h < HG; h++) {
+            for (int i = nk; i < 16; i++) dv[h][i] = _mm512_setzero_ps();
+            float *y = sc + (size_t)h * ss + j0;
+            tree16_store(dv[h], y, om);
+            _mm512_mask_storeu_ps(y, om, _mm512_mul_ps(_mm512_maskz_loadu_ps(om, y), sv));
+        }
+    }
+}
+
+/* out_h[c0*16 ..] = inv_h * sum_j p_h,j v_j over CN chunks, for HG heads, keys in order. */
+SD_AINLINE void grp_pv(const void *v, size_t stride, const sd_kv_dtype_e dt, int n, const float *sc, size_t ss,
+                       const float *inv, int c0, const int CN, const int hd, float *out, const int HG) {
+    __m512 acc[3][HD_CH];
+    __mmask16 mk[HD_CH];
+#pragma GCC unroll 8
+    for (int c = 0; c < HD_CH; c++) {
+        int rem = hd - (c0 + c) * 16;
+        mk[c] = c >= CN ? (__mmask16)0 : rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
+        for (int h = 0; h < 3; h++) acc[h][c] = _mm512_setzero_ps();
+    }
+    for (int j = 0; j < n; j++) {
+        __m512 pj[3];
+        for (int h = 0; h < HG; h++) pj[h] = _mm512_set1_ps(sc[(size_t)h * ss + j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < CN; c++) {
+            __m512 vv = load_kv(dt, v, (size_t)j * stride + (c0 + c) * 16, mk[c]);
+            for (int h = 0; h < HG; h++) acc[h][c] = _mm512_fmadd_ps(pj[h], vv, acc[h][c]);
+        }
+    }
+    for (int h = 0; h < HG; h++) {
+        __m512 vi = _mm512_set1_ps(inv[h]);
+#pragma GCC unroll 8
+        for (int c = 0; c < CN; c++)
+            _mm512_mask_storeu_ps(out + (size_t)h * hd + (c0 + c) * 16, mk[c], _mm512_mul_ps(acc[h][c], vi));
+    }
+}
+
+SD_AINLINE void grp_body(const float *q, int g, const void *k, const void *v, size_t stride, const int hd,
+                         const sd_kv_dtype_e dt, int n, float scale, float *sc, size_t ss, float *out) {
+    const int nch = (hd + 15) / 16;
+    for (int h0 = 0; h0 < g; h0 += 4) {   /* scores: up to 4 heads per pass over K */
+        const float *qh = q + (size_t)h0 * hd;
+        float *sh = sc + (size_t)h0 * ss;
+        switch (g - h0 < 4 ? g - h0 : 4) {
+        case 4: grp_scores(qh, k, stride, hd, dt, n, scale, sh, ss, 4); break;
+        case 3: grp_scores(qh, k, stride, hd, dt, n, scale, sh, ss, 3); break;
+        case 2: grp_scores(qh, k, stride, hd, dt, n, scale, sh, ss, 2); break;
+        default: grp_scores(qh, k, stride, hd, dt, n, scale, sh, ss, 1); break;
+        }
+    }
+    float inv[64];
+    for (int h = 0; h < g; h++) {
+        float *sh = sc + (size_t)h * ss, mx = -INFINITY;
+        for (int j = 0; j < n; j++)
+            if (sh[j] > mx) mx = sh[j];
+        inv[h] = 1.0f / sd_softmax_exp(sh, n, mx);
+    }
+    for (int c0 = 0; c0 < nch; c0 += HD_CH) {
+        const int cn = nch - c0 < HD_CH ? nch - c0 : HD_CH;
+        for (int h0 = 0; h0 < g; h0 += 3) {   /* P.V: up to 3 heads x 8 accumulators per pass over V */
+            const int hg = g - h0 < 3 ? g - h0 : 3;
+            const float *sh = sc + (size_t)h0 * ss;
+            float *oh = out + (size_t)h0 * hd;
+            if (cn == HD_CH && hg == 3) grp_pv(v, stride, dt, n, sh, ss, inv + h0, c0, HD_CH, hd, oh, 3);
+            else if (cn == HD_CH && hg == 2) grp_pv(v, stride, dt, n, sh, ss, inv + h0, c0, HD_CH, hd, oh, 2);
+            else if (cn == HD_CH) grp_pv(v, stride, dt, n, sh, ss, inv + h0, c0, HD_CH, hd, oh, 1);
+            else for (int h = 0; h < hg; h++)
+                grp_pv(v, stride, dt, n, sh + (size_t)h * ss, ss, inv + h0 + h, c0, cn, hd, oh + (size_t)h * hd, 1);
+        }
+    }
+}
+
+static void attn_group(const float *q, int g, const void *k, const void *v, size_t stride, int hd,
+                       sd_kv_dtype_e dt, int n, float scale, float *sc, size_t ss, float *out) {
+    if (g > 64) {   /* inv[] bound; no Qwen3 shape comes near it */
+        for (int h = 0; h < g; h++)
+            attn_one(q + (size_t)h * hd, k, v, stride, hd, dt, n, scale, sc, out + (size_t)h * hd);
+        return;
+    }
+    if (hd == 128) {
+        if (dt == SD_KV_F32) grp_body(q, g, k, v, stride, 128, SD_KV_F32, n, scale, sc, ss, out);
+        else if (dt == SD_KV_BF16) grp_body(q, g, k, v, stride, 128, SD_KV_BF16, n, scale, sc, ss, out);
+        else grp_body(q, g, k, v, stride, 128, SD_KV_F16, n, scale, sc, ss, out);
+        return;
+    }
+    grp_body(q, g, k, v, stride, hd, dt, n, scale, sc, ss, out);
+}
+
 static const sd_isa isa = {
     .name = "avx512",
     .lanes = 16,
     .mm_rows = mm_rows,
     .rmsnorm_row = rmsnorm_row,
     .attn_one = attn_one,
+    .attn_group = attn_group,
 };
 
 const sd_isa *sd_isa_avx512(void) { return &isa; }

@@ -229,12 +229,26 @@ typedef struct attn_job {
 static void attn_task(void *arg, int ith, int nth) {
     attn_job *j = (attn_job *)arg;
     const int nh = j->s->n_heads, nkv = j->s->n_kv_heads, hd = j->s->head_dim, grp = nh / nkv;
-    const long long P = (long long)j->T * nh;
-    const long long p0 = P * ith / nth, p1 = P * (ith + 1) / nth;
     const size_t es = j->s->kv_dtype == SD_KV_F32 ? 4 : 2;
     const size_t stride = (size_t)nkv * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    float *sc = j->scratch + (size_t)ith * j->sstride;
+    float *sc = j->scratch + (size_t)ith * grp * j->sstride;
+    /* Whole GQA groups when there are enough of them to keep every thread busy: one pass over a
+     * kv head's rows serves its grp query heads (same bits as per head; only the split differs). */
+    if (j->isa->attn_group && grp > 1 && (long long)j->T * nkv >= nth) {
+        const long long G = (long long)j->T * nkv;
+        for (long long gi = G * ith / nth; gi < G * (ith + 1) / nth; gi++) {
+            int t = (int)(gi / nkv), kh = (int)(gi % nkv);
+            const char *kb = (const char *)j->kv->k + (size_t)kh * hd * es;
+            const char *vb = (const char *)j->kv->v + (size_t)kh * hd * es;
+            size_t off = (size_t)t * nh * hd + (size_t)kh * grp * hd;
+            j->isa->attn_group(j->q + off, grp, kb, vb, stride, hd, j->s->kv_dtype, j->pos0 + t + 1, scale, sc,
+                               j->sstride, j->out + off);
+        }
+        return;
+    }
+    const long long P = (long long)j->T * nh;
+    const long long p0 = P * ith / nth, p1 = P * (ith + 1) / nth;
     for (long long pi = p0; pi < p1; pi++) {
         int t = (int)(pi / nh), h = (int)(pi % nh), kh = h / grp;
         const char *kb = (const char *)j->kv->k + (size_t)kh * hd * es;

@@ -48,6 +48,11 @@ typedef struct sd_isa {
      * k, v point at key 0 of this kv head; consecutive keys are `stride` elements apart. */
     void (*attn_one)(const float *q, const void *k, const void *v, size_t stride, int hd,
                      sd_kv_dtype_e dt, int n, float scale, float *scores, float *out);
+    /* optional (NULL: the dispatcher calls attn_one per head): the g query heads q[i*hd..] that
+     * share one kv head, in one pass over its K and V rows; out[i*hd..]; scores: g * sstride
+     * floats. Each head's arithmetic must be exactly attn_one's (same bits). */
+    void (*attn_group)(const float *q, int g, const void *k, const void *v, size_t stride, int hd,
+                       sd_kv_dtype_e dt, int n, float scale, float *scores, size_t sstride, float *out);
 } sd_isa;
 
 /* Kernel sets; NULL when not compiled for this target. */

@@ -113,9 +113,11 @@ static void ref_attention(const sd_attn_shape *s, const sd_kv_layer *kv, const f
 }
 
 size_t sd_attention_scratch_floats(const sd_attn_shape *s, int T, int n_ctx, int n_threads) {
-    (void)s; (void)T;
+    (void)T;
     if (n_threads < 1) n_threads = 1;
-    return (size_t)n_threads * sd_attn_scratch_stride(n_ctx);
+    /* a thread may hold the scores of a whole GQA group at once (sd_isa.attn_group) */
+    size_t g = s && s->n_kv_heads > 0 && s->n_heads >= s->n_kv_heads ? (size_t)(s->n_heads / s->n_kv_heads) : 1;
+    return (size_t)n_threads * g * sd_attn_scratch_stride(n_ctx);
 }
 
 void sd_kv_store(sd_kv_dtype_e dt, void *cache, int row_elems, int pos0, const float *src, int T) {
