@@ -198,31 +198,66 @@ SD_AINLINE __m256 kv8(sd_kv_dtype_e dt, const void *base, size_t e, int n) {
 
 #define HD_CH 8 /* 8-wide chunks of the output kept in registers at once (64 dims) */
 
-static void attn_one(const float *q, const void *k, const void *v, size_t stride, int hd,
-                     sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
-    int nch = (hd + 7) / 8;
-    float mx = -INFINITY;
-    for (int j = 0; j < n; j++) {
-        __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps();
-        for (int c = 0; c < nch; c++) {
-            int rem = hd - c * 8;
-            __m256 kv = kv8(dt, k, (size_t)j * stride + c * 8, rem);
-            __m256 qv = rem >= 8 ? _mm256_loadu_ps(q + c * 8) : loadx_part(q + c * 8, rem);
-            if (c & 1) d1 = _mm256_fmadd_ps(qv, kv, d1);
-            else d0 = _mm256_fmadd_ps(qv, kv, d0);
+/* y[0..nk-1] = hsum8 of v[0..nk-1], 8 keys at once: the same adds per key as hsum8 (l + l+4,
+ * then + l+2, then + l+1), so the same bits, without a serial horizontal sum per key. */
+SD_AINLINE void tree8_store(const __m256 *v, float *y, int nk) {
+    __m256 w[4];
+    for (int i = 0; i < 4; i++)   /* keys 2i, 2i+1: s_l = v_l + v_l+4 in 128-bit lanes 0 and 1 */
+        w[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+    /* a_l = s_l + s_l+2: lane pair (0,1) of each 128-bit half, keys (2i | 2i+1) and (2i+2 | 2i+3) */
+    __m256 u0 = _mm256_add_ps(_mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm256_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m256 u1 = _mm256_add_ps(_mm256_shuffle_ps(w[2], w[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm256_shuffle_ps(w[2], w[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* b = a_0 + a_1; half 0 holds keys 0, 2, 4, 6 and half 1 keys 1, 3, 5, 7 */
+    __m256 r = _mm256_add_ps(_mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
+    float t[8];
+    _mm256_storeu_ps(t, r);
+    static const int key_of_lane[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+    for (int l = 0; l < 8; l++)
+        if (key_of_lane[l] < nk) y[key_of_lane[l]] = t[l];
+}
+
+/* The body, instantiated for head_dim 128 and each KV dtype below (loops unroll, the output
+ * accumulators stay in registers); other head_dims run it with run-time bounds. Same operations
+ * in the same order either way. */
+SD_AINLINE void attn_body(const float *q, const void *k, const void *v, size_t stride, const int hd,
+                          const sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
+    const int nch = (hd + 7) / 8;
+    for (int j0 = 0; j0 < n; j0 += 8) {
+        const int nk = n - j0 < 8 ? n - j0 : 8;
+        __m256 dv[8];
+        for (int i = 0; i < nk; i++) {
+            const size_t kj = (size_t)(j0 + i) * stride;
+            __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps();
+            for (int c = 0; c < nch; c++) {
+                int rem = hd - c * 8;
+                __m256 kv = kv8(dt, k, kj + c * 8, rem);
+                __m256 qv = rem >= 8 ? _mm256_loadu_ps(q + c * 8) : loadx_part(q + c * 8, rem);
+                if (c & 1) d1 = _mm256_fmadd_ps(qv, kv, d1);
+                else d0 = _mm256_fmadd_ps(qv, kv, d0);
+            }
+            dv[i] = _mm256_add_ps(d0, d1);
         }
-        float s = hsum8(_mm256_add_ps(d0, d1)) * scale;
-        sc[j] = s;
-        if (s > mx) mx = s;
+        for (int i = nk; i < 8; i++) dv[i] = _mm256_setzero_ps();
+        tree8_store(dv, sc + j0, nk);
+        for (int i = 0; i < nk; i++) sc[j0 + i] *= scale;
     }
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++)
+        if (sc[j] > mx) mx = sc[j];
     float sum = sd_softmax_exp(sc, n, mx);
     float inv = 1.0f / sum;
     for (int c0 = 0; c0 < nch; c0 += HD_CH) {
-        int cn = nch - c0 < HD_CH ? nch - c0 : HD_CH;
+        const int cn = nch - c0 < HD_CH ? nch - c0 : HD_CH;
         __m256 acc[HD_CH];
-        for (int c = 0; c < cn; c++) acc[c] = _mm256_setzero_ps();
+#pragma GCC unroll 8
+        for (int c = 0; c < HD_CH; c++) acc[c] = _mm256_setzero_ps();
         for (int j = 0; j < n; j++) {
             __m256 pj = _mm256_set1_ps(sc[j]);
+#pragma GCC unroll 8
             for (int c = 0; c < HD_CH; c++)
                 if (c < cn) acc[c] = _mm256_fmadd_ps(pj, kv8(dt, v, (size_t)j * stride + (c0 + c) * 8, hd - (c0 + c) * 8), acc[c]);
         }
@@ -234,6 +269,17 @@ static void attn_one(const float *q, const void *k, const void *v, size_t stride
             memcpy(out + (c0 + c) * 8, tmp, (size_t)(rem >= 8 ? 8 : rem) * sizeof(float));
         }
     }
+}
+
+static void attn_one(const float *q, const void *k, const void *v, size_t stride, int hd,
+                     sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
+    if (hd == 128) {
+        if (dt == SD_KV_F32) attn_body(q, k, v, stride, 128, SD_KV_F32, n, scale, sc, out);
+        else if (dt == SD_KV_BF16) attn_body(q, k, v, stride, 128, SD_KV_BF16, n, scale, sc, out);
+        else attn_body(q, k, v, stride, 128, SD_KV_F16, n, scale, sc, out);
+        return;
+    }
+    attn_body(q, k, v, stride, hd, dt, n, scale, sc, out);
 }
 
 static const sd_isa isa = {
