@@ -220,9 +220,7 @@ SD_AINLINE void tree8_store(const __m256 *v, float *y, int nk) {
         if (key_of_lane[l] < nk) y[key_of_lane[l]] = t[l];
 }
 
-/* The body, instantiated for head_dim 128 and each KV dtype below (loops unroll, the output
- * accumulators stay in registers); other head_dims run it with run-time bounds. Same operations
- * in the same order either way. */
+/* One (query, head); attn_one instantiates it through SD_ATTN_SPECIALIZE. */
 SD_AINLINE void attn_body(const float *q, const void *k, const void *v, size_t stride, const int hd,
                           const sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
     const int nch = (hd + 7) / 8;
@@ -273,13 +271,9 @@ SD_AINLINE void attn_body(const float *q, const void *k, const void *v, size_t s
 
 static void attn_one(const float *q, const void *k, const void *v, size_t stride, int hd,
                      sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
-    if (hd == 128) {
-        if (dt == SD_KV_F32) attn_body(q, k, v, stride, 128, SD_KV_F32, n, scale, sc, out);
-        else if (dt == SD_KV_BF16) attn_body(q, k, v, stride, 128, SD_KV_BF16, n, scale, sc, out);
-        else attn_body(q, k, v, stride, 128, SD_KV_F16, n, scale, sc, out);
-        return;
-    }
-    attn_body(q, k, v, stride, hd, dt, n, scale, sc, out);
+#define ONE(HD, DT) attn_body(q, k, v, stride, HD, DT, n, scale, sc, out)
+    SD_ATTN_SPECIALIZE(hd, dt, ONE);
+#undef ONE
 }
 
 static const sd_isa isa = {

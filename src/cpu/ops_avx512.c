@@ -413,89 +413,12 @@ SD_AINLINE __m512 load_kv(sd_kv_dtype_e dt, const void *base, size_t e, __mmask1
 
 #define HD_CH 8 /* 16-wide chunks of the output held in registers at once (128 dims) */
 
-/* out[c0*16 ..] = inv * sum_j p_j v_j over CN 16-wide chunks, keys in order. */
-SD_AINLINE void pv_chunks(const void *v, size_t stride, const sd_kv_dtype_e dt, int n, const float *sc, float inv,
-                          int c0, const int CN, const int hd, float *out) {
-    __m512 acc[HD_CH];
-    __mmask16 mk[HD_CH];
-#pragma GCC unroll 8
-    for (int c = 0; c < HD_CH; c++) {   /* all HD_CH set: chunks past CN are never used */
-        int rem = hd - (c0 + c) * 16;
-        mk[c] = c >= CN ? (__mmask16)0 : rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
-        acc[c] = _mm512_setzero_ps();
-    }
-    for (int j = 0; j < n; j++) {
-        __m512 pj = _mm512_set1_ps(sc[j]);
-#pragma GCC unroll 8
-        for (int c = 0; c < CN; c++)
-            acc[c] = _mm512_fmadd_ps(pj, load_kv(dt, v, (size_t)j * stride + (c0 + c) * 16, mk[c]), acc[c]);
-    }
-    __m512 vi = _mm512_set1_ps(inv);
-#pragma GCC unroll 8
-    for (int c = 0; c < CN; c++) _mm512_mask_storeu_ps(out + (c0 + c) * 16, mk[c], _mm512_mul_ps(acc[c], vi));
-}
-
-/* The body, instantiated with constants below (head_dim 128, each KV dtype) so that the chunk
- * loops unroll, the masks fold and the HD_CH output accumulators stay in registers; any other
- * head_dim takes the same code with run-time bounds. Same operations in the same order either way. */
-SD_AINLINE void attn_body(const float *q, const void *k, const void *v, size_t stride, const int hd,
-                          const sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
-    const int nch = (hd + 15) / 16;
-    /* scores: dot over hd, chunk c into accumulator c % 2, then hsum16's fixed tree. The tree runs
-     * for 16 keys at once (tree16_store: the same adds per key, so the same bits as one hsum16
-     * per key), which takes the serial horizontal sum off every key. */
-    const __m512 sv = _mm512_set1_ps(scale);
-    for (int j0 = 0; j0 < n; j0 += 16) {
-        const int nk = n - j0 < 16 ? n - j0 : 16;
-        __m512 dv[16];
-        for (int i = 0; i < nk; i++) {
-            const size_t kj = (size_t)(j0 + i) * stride;
-            __m512 d0 = _mm512_setzero_ps(), d1 = _mm512_setzero_ps();
-            for (int c = 0; c < nch; c++) {
-                int rem = hd - c * 16;
-                __mmask16 m = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
-                __m512 kv = load_kv(dt, k, kj + c * 16, m);
-                __m512 qv = _mm512_maskz_loadu_ps(m, q + c * 16);
-                if (c & 1) d1 = _mm512_fmadd_ps(qv, kv, d1);
-                else d0 = _mm512_fmadd_ps(qv, kv, d0);
-            }
-            dv[i] = _mm512_add_ps(d0, d1);
-        }
-        for (int i = nk; i < 16; i++) dv[i] = _mm512_setzero_ps();
-        const __mmask16 om = (__mmask16)(nk >= 16 ? 0xFFFFu : (1u << nk) - 1u);
-        tree16_store(dv, sc + j0, om);
-        _mm512_mask_storeu_ps(sc + j0, om, _mm512_mul_ps(_mm512_maskz_loadu_ps(om, sc + j0), sv));
-    }
-    float mx = -INFINITY;
-    for (int j = 0; j < n; j++)
-        if (sc[j] > mx) mx = sc[j];
-    /* softmax weights in key order */
-    float sum = sd_softmax_exp(sc, n, mx);
-    float inv = 1.0f / sum;
-    /* out = sum_j p_j v_j in key order, HD_CH chunks at a time (a constant count of chunks when
-     * the block is full, so the accumulators are registers, not stack slots) */
-    for (int c0 = 0; c0 < nch; c0 += HD_CH) {
-        const int cn = nch - c0 < HD_CH ? nch - c0 : HD_CH;
-        if (cn == HD_CH && hd >= (c0 + HD_CH) * 16) pv_chunks(v, stride, dt, n, sc, inv, c0, HD_CH, hd, out);
-        else pv_chunks(v, stride, dt, n, sc, inv, c0, cn, hd, out);
-    }
-}
-
-static void attn_one(const float *q, const void *k, const void *v, size_t stride, int hd,
-                     sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
-    if (hd == 128) {
-        if (dt == SD_KV_F32) attn_body(q, k, v, stride, 128, SD_KV_F32, n, scale, sc, out);
-        else if (dt == SD_KV_BF16) attn_body(q, k, v, stride, 128, SD_KV_BF16, n, scale, sc, out);
-        else attn_body(q, k, v, stride, 128, SD_KV_F16, n, scale, sc, out);
-        return;
-    }
-    attn_body(q, k, v, stride, hd, dt, n, scale, sc, out);
-}
-
-/* ---- a GQA group: g query heads sharing one kv head, one pass over its K / V rows per
- * sub-group of heads. Per head, every operation is attn_body's, in the same order (scores: the
- * d0/d1 chains over the chunks, tree16_store per 16 keys, the scale; max in key order; the
- * shared softmax; P.V per chunk in key order), so the bits are attn_one's. ---- */
+/* ---- attention: g query heads sharing one kv head (g = 1: attn_one), one pass over its K / V
+ * rows per sub-group of heads. Per head, the operations and their order do not depend on g or
+ * on the sub-group: scores = the d0/d1 chains over the chunks (chunk c into accumulator c % 2),
+ * then hsum16's tree, done for 16 keys at once by tree16_store (the same adds per key), then the
+ * scale; max in key order; the shared softmax; P.V per chunk in key order. So grouped and
+ * per-head calls give the same bits. ---- */
 SD_AINLINE void grp_scores(const float *q, const void *k, size_t stride, const int hd, const sd_kv_dtype_e dt,
                            int n, float scale, float *sc, size_t ss, const int HG) {
     const int nch = (hd + 15) / 16;
@@ -596,16 +519,19 @@ static void attn_group(const float *q, int g, const void *k, const void *v, size
                        sd_kv_dtype_e dt, int n, float scale, float *sc, size_t ss, float *out) {
     if (g > 64) {   /* inv[] bound; no Qwen3 shape comes near it */
         for (int h = 0; h < g; h++)
-            attn_one(q + (size_t)h * hd, k, v, stride, hd, dt, n, scale, sc, out + (size_t)h * hd);
+            attn_group(q + (size_t)h * hd, 1, k, v, stride, hd, dt, n, scale, sc, ss, out + (size_t)h * hd);
         return;
     }
-    if (hd == 128) {
-        if (dt == SD_KV_F32) grp_body(q, g, k, v, stride, 128, SD_KV_F32, n, scale, sc, ss, out);
-        else if (dt == SD_KV_BF16) grp_body(q, g, k, v, stride, 128, SD_KV_BF16, n, scale, sc, ss, out);
-        else grp_body(q, g, k, v, stride, 128, SD_KV_F16, n, scale, sc, ss, out);
-        return;
-    }
-    grp_body(q, g, k, v, stride, hd, dt, n, scale, sc, ss, out);
+#define GRP(HD, DT) grp_body(q, g, k, v, stride, HD, DT, n, scale, sc, ss, out)
+    SD_ATTN_SPECIALIZE(hd, dt, GRP);
+#undef GRP
+}
+
+static void attn_one(const float *q, const void *k, const void *v, size_t stride, int hd,
+                     sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
+#define ONE(HD, DT) grp_body(q, 1, k, v, stride, HD, DT, n, scale, sc, 0, out)   /* g = 1 folds */
+    SD_ATTN_SPECIALIZE(hd, dt, ONE);
+#undef ONE
 }
 
 static const sd_isa isa = {

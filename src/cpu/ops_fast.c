@@ -226,6 +226,11 @@ typedef struct attn_job {
     size_t sstride;
 } attn_job;
 
+/* Key 0 of kv head kh in a cache whose rows hold n_kv_heads x hd elements of es bytes. */
+static inline const void *kv_head(const void *cache, int kh, int hd, size_t es) {
+    return (const char *)cache + (size_t)kh * hd * es;
+}
+
 static void attn_task(void *arg, int ith, int nth) {
     attn_job *j = (attn_job *)arg;
     const int nh = j->s->n_heads, nkv = j->s->n_kv_heads, hd = j->s->head_dim, grp = nh / nkv;
@@ -239,11 +244,9 @@ static void attn_task(void *arg, int ith, int nth) {
         const long long G = (long long)j->T * nkv;
         for (long long gi = G * ith / nth; gi < G * (ith + 1) / nth; gi++) {
             int t = (int)(gi / nkv), kh = (int)(gi % nkv);
-            const char *kb = (const char *)j->kv->k + (size_t)kh * hd * es;
-            const char *vb = (const char *)j->kv->v + (size_t)kh * hd * es;
             size_t off = (size_t)t * nh * hd + (size_t)kh * grp * hd;
-            j->isa->attn_group(j->q + off, grp, kb, vb, stride, hd, j->s->kv_dtype, j->pos0 + t + 1, scale, sc,
-                               j->sstride, j->out + off);
+            j->isa->attn_group(j->q + off, grp, kv_head(j->kv->k, kh, hd, es), kv_head(j->kv->v, kh, hd, es), stride, hd,
+                               j->s->kv_dtype, j->pos0 + t + 1, scale, sc, j->sstride, j->out + off);
         }
         return;
     }
@@ -251,9 +254,8 @@ static void attn_task(void *arg, int ith, int nth) {
     const long long p0 = P * ith / nth, p1 = P * (ith + 1) / nth;
     for (long long pi = p0; pi < p1; pi++) {
         int t = (int)(pi / nh), h = (int)(pi % nh), kh = h / grp;
-        const char *kb = (const char *)j->kv->k + (size_t)kh * hd * es;
-        const char *vb = (const char *)j->kv->v + (size_t)kh * hd * es;
-        j->isa->attn_one(j->q + (size_t)t * nh * hd + (size_t)h * hd, kb, vb, stride, hd, j->s->kv_dtype,
+        j->isa->attn_one(j->q + (size_t)t * nh * hd + (size_t)h * hd, kv_head(j->kv->k, kh, hd, es),
+                         kv_head(j->kv->v, kh, hd, es), stride, hd, j->s->kv_dtype,
                          j->pos0 + t + 1, scale, sc, j->out + (size_t)t * nh * hd + (size_t)h * hd);
     }
 }

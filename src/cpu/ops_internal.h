@@ -55,6 +55,17 @@ typedef struct sd_isa {
                        sd_kv_dtype_e dt, int n, float scale, float *scores, size_t sstride, float *out);
 } sd_isa;
 
+/* Calls BODY(HD, DT) with head_dim 128 and the KV dtype as compile-time constants, so that an
+ * always-inline attention body unrolls its chunk loops and keeps its accumulators in registers;
+ * any other head_dim gets the run-time values (same operations, same order, same bits). */
+#define SD_ATTN_SPECIALIZE(hd, dt, BODY)                                  \
+    do {                                                                  \
+        if ((hd) == 128 && (dt) == SD_KV_F32) BODY(128, SD_KV_F32);       \
+        else if ((hd) == 128 && (dt) == SD_KV_BF16) BODY(128, SD_KV_BF16); \
+        else if ((hd) == 128) BODY(128, SD_KV_F16);                       \
+        else BODY((hd), (dt));                                            \
+    } while (0)
+
 /* Kernel sets; NULL when not compiled for this target. */
 const sd_isa *sd_isa_avx512(void);
 const sd_isa *sd_isa_avx2(void);

@@ -1,6 +1,5 @@
 /* cmd_info.c: `specdec info`: architecture, parameters, dtypes and decode bytes of a model. */
 #include "cli.h"
-#include <stdlib.h>
 #include <string.h>
 
 int cmd_info(int argc, char **argv) {
