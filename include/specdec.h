@@ -235,7 +235,7 @@ specdec_status specdec_generate(specdec_ctx *c, const specdec_tokenizer *tok,
                                 specdec_err *err);
 
 /* ==== speculative decoding ========================================================== *
- * (section owned by the speculative-decoding core, src/spec/)
+ * (the speculative-decoding core lives in src/speculative/)
  *
  * A drafter proposes a block of tokens; the target verifies them in one forward pass (T = K
  * positions) and keeps the agreeing prefix plus one token of its own. At temperature 0, and in

@@ -7,7 +7,7 @@
 #include "check.h"
 #include "tiny_spec.h"
 #include "specdec.h"
-#include "spec/spec_internal.h"
+#include "speculative/spec_internal.h"
 #include <stdlib.h>
 #include <string.h>
 

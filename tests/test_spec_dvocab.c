@@ -1,4 +1,4 @@
-/* test_spec_dvocab.c: the reduced draft vocabulary of the MTP drafter (spec/draft_vocab.h).
+/* test_spec_dvocab.c: the reduced draft vocabulary of the MTP drafter (speculative/draft_vocab.h).
  * - draft_vocab.json loading: good files (all / a prefix), and bad ones rejected with a message
  *   (missing d2t, out-of-range id, duplicate, n mismatch, prefix longer than the file, bad JSON);
  *   non-MTP drafters refuse it.
@@ -10,8 +10,8 @@
  *   (greedy and seeded), with acceptance > 0. */
 #include "check.h"
 #include "tiny_spec.h"
-#include "spec/drafter.h"
-#include "spec/draft_vocab.h"
+#include "speculative/drafter.h"
+#include "speculative/draft_vocab.h"
 #include "model/ctx.h"
 #include "util/dtype.h"
 #include <stdlib.h>

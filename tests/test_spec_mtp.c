@@ -6,7 +6,7 @@
  * the reference built from the target's true hidden states. */
 #include "check.h"
 #include "tiny_spec.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 #include "model/ctx.h"
 #include <stdlib.h>
 #include <string.h>

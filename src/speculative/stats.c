@@ -1,5 +1,5 @@
 /* stats.c: the speculative-decoding counters as one human line and as JSON (--stats-json). */
-#include "spec/spec_internal.h"
+#include "speculative/spec_internal.h"
 #include "util/err.h"
 #include <jansson.h>
 #include <stdio.h>

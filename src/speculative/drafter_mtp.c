@@ -16,8 +16,8 @@
  * elsewhere and choose exactly as with the full head (Gumbel noise indexed by the target id; the
  * draft distribution q is then zero outside the subset, which rejection sampling handles like
  * any q). Drafts are always ids of the subset; the target verifies them, so output is unchanged. */
-#include "spec/drafter.h"
-#include "spec/draft_vocab.h"
+#include "speculative/drafter.h"
+#include "speculative/draft_vocab.h"
 #include "model/model.h"
 #include "util/err.h"
 #include <math.h>

@@ -2,7 +2,7 @@
  * adaptive.c and stats.c. */
 #ifndef SD_SPEC_INTERNAL_H
 #define SD_SPEC_INTERNAL_H
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
 /* Block-vs-chain exactness probe from the target's current state (n_past = P): `draws` times,
  * forward K random tokens in one call and then one by one, compare the logits byte for byte,

@@ -9,8 +9,8 @@
  *             classic decoding), truncate the target to P + accepted + 1
  *   accept    one drafter call over the verified slice (its KV rollback + rebuild)
  * Every phase is timed with one clock; residual = round - phases (bookkeeping between them). */
-#include "spec/spec_internal.h"
-#include "gen/emit.h"
+#include "speculative/spec_internal.h"
+#include "decode/emit.h"
 #include "sample/rng.h"
 #include "util/err.h"
 #include <stdio.h>

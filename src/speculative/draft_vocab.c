@@ -1,5 +1,5 @@
 /* draft_vocab.c: loading draft_vocab.json and gathering LM-head rows (see draft_vocab.h). */
-#include "spec/draft_vocab.h"
+#include "speculative/draft_vocab.h"
 #include "util/dtype.h"
 #include "util/err.h"
 #include <jansson.h>

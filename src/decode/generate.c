@@ -1,6 +1,6 @@
 /* generate.c: classic decoding (one target forward per token), the baseline every speculative
  * path must reproduce byte for byte at temperature 0. */
-#include "gen/emit.h"
+#include "decode/emit.h"
 #include "model/ctx.h"
 #include "util/err.h"
 #include <stdlib.h>

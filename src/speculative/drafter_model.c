@@ -4,7 +4,7 @@
  * longest prefix that still matches the history (rollback without copy), and draft() forwards
  * whatever committed tokens are missing (plus the bonus) in one batched call, then one token per
  * further draft. */
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 #include "model/ctx.h"
 #include "util/err.h"
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * every width a few rounds, then epsilon-greedy: the best width, with a small chance of another.
  * Speculation is declined whenever width 1 has the best rate. The randomness is a fixed xorshift:
  * it only picks widths, and the output does not depend on the width. */
-#include "spec/spec_internal.h"
+#include "speculative/spec_internal.h"
 #include <string.h>
 
 void sd_auto_init(sd_auto *a) {

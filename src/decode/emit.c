@@ -1,6 +1,6 @@
 /* emit.c: streamed text with stop-string hold-back. Text that could still become a stop string is
  * held back until it either completes one (then it is dropped and generation stops) or cannot. */
-#include "gen/emit.h"
+#include "decode/emit.h"
 #include "model/model.h"
 #include "util/err.h"
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * max_n down to 1; the tokens that followed that occurrence are proposed. The continuation is
  * read from the context extended by the proposal itself, so a periodic text keeps proposing its
  * period. No weights; never samples (q is a point mass). */
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 #include "util/err.h"
 #include <stdlib.h>
 #include <string.h>

@@ -16,7 +16,7 @@
 #ifndef SD_SPEC_DRAFTER_H
 #define SD_SPEC_DRAFTER_H
 #include "specdec.h"
-#include "spec/target.h"
+#include "speculative/target.h"
 #include "sample/sample.h"
 
 typedef enum sd_draft_mode {

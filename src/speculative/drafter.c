@@ -1,8 +1,8 @@
 /* drafter.c: the public drafter handles (specdec_drafter_init_*), the CPU target wrapper (and
  * specdec_spec_generate, which runs the backend-neutral round of round.c on it) and the draft-token
  * choice shared by the drafters that have logits. */
-#include "spec/drafter.h"
-#include "spec/spec_internal.h"
+#include "speculative/drafter.h"
+#include "speculative/spec_internal.h"
 #include "model/ctx.h"
 #include "sample/rng.h"
 #include "util/err.h"

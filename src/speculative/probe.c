@@ -2,7 +2,7 @@
  * only if the verify pass (T = K positions in one call) produces, for each position, bitwise the
  * logits that K single-token steps would. The kernels are built for that (batch invariance);
  * this probe checks it on the live target, from the live state, before any speculation runs. */
-#include "spec/spec_internal.h"
+#include "speculative/spec_internal.h"
 #include "util/err.h"
 #include <stdlib.h>
 #include <string.h>
