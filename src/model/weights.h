@@ -6,26 +6,7 @@
 #include "specdec.h"
 #include "model/config.h"
 #include "io/safetensors.h"
-
-/* A linear weight W (rows = out features, cols = in features); y = W x.
- * Dense: w is (rows, cols) of `dtype` (F32, F16 or BF16).
- * Quantized (bits > 0): w is u32 (rows, cols*bits/32), element j of a row at bits
- * [bits*(j%(32/bits)), +bits) of word j/(32/bits); scales and biases are (rows, cols/group) of
- * `dtype`; value = scale * q + bias. */
-typedef struct sd_mat {
-    int rows, cols;
-    specdec_dtype dtype;   /* dense dtype, or dtype of scales/biases when quantized */
-    int bits;              /* 0 dense, 4 or 8 quantized */
-    int group;             /* quantization group size (32/64/128) */
-    const void *w;
-    const void *scales;
-    const void *biases;
-} sd_mat;
-
-/* Bytes the matrix occupies (what a full pass must read). */
-uint64_t sd_mat_bytes(const sd_mat *m);
-/* Dequantize / convert row r into out[cols] (f32). */
-void sd_mat_row_f32(const sd_mat *m, int r, float *out);
+#include "backend/tensor.h"
 
 typedef struct sd_layer_w {
     const float *attn_norm;   /* (H) input_layernorm, converted to f32 at load */
