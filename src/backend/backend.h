@@ -89,6 +89,12 @@ typedef struct sd_backend_i {
     specdec_status (*read)(sd_backend *b, void *host_dst, const void *src, size_t n, specdec_err *err);
     specdec_status (*copy)(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err);
     specdec_status (*sync)(sd_backend *b, specdec_err *err);
+    /* Make room for the op scratch (attention partials, sampler rows) that calls of up to max_T rows
+     * over contexts of up to n_ctx positions with this attention shape and a vocabulary of `vocab`
+     * need, so no op allocates later (a recording may not allocate). Called by every context that
+     * runs on the backend; sizes only grow. */
+    specdec_status (*reserve)(sd_backend *b, const sd_attn_shape *s, int max_T, int n_ctx, int vocab,
+                              specdec_err *err);
     /* Recording (optional: NULL = none). See the file comment. */
     bool (*seq_begin)(sd_backend *b, uint64_t key);
     specdec_status (*seq_end)(sd_backend *b, uint64_t key, specdec_err *err);

@@ -128,21 +128,36 @@ static specdec_status cpu_kv_store(sd_backend *b, sd_kv_dtype_e dt, void *cache,
     return SPECDEC_OK;
 }
 
+static specdec_status attn_room(sd_backend *b, const sd_attn_shape *s, int T, int n_keys) {
+    cpu_be *c = CB(b);
+    size_t need = sd_attention_scratch_floats(s, T, n_keys, b->n_threads) + 1;
+    if (need <= c->attn_cap) return SPECDEC_OK;
+    float *p = sd_malloc_aligned(need * sizeof(float));
+    if (!p) return sd_fail(&b->err, SPECDEC_ERR_NOMEM, "attention scratch of %zu MiB: out of memory",
+                           need * sizeof(float) >> 20);
+    free(c->attn_scratch);
+    c->attn_scratch = p;
+    c->attn_cap = need;
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_reserve(sd_backend *b, const sd_attn_shape *s, int max_T, int n_ctx, int vocab,
+                                  specdec_err *err) {
+    cpu_be *c = CB(b);
+    specdec_status st = attn_room(b, s, max_T, n_ctx);
+    if (st != SPECDEC_OK) return sd_be_fail(b, err, st, "reserve");
+    if (c->ws.vocab < vocab) {
+        sd_sampler_ws_free(&c->ws);
+        SD_TRY(sd_sampler_ws_init(&c->ws, vocab, err));
+    }
+    return SPECDEC_OK;
+}
+
 static specdec_status cpu_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, const float *q,
                                     float *out, int T, sd_pos pos) {
     cpu_be *c = CB(b);
     int pos0 = pos_at(pos);
-    size_t need = sd_attention_scratch_floats(s, T, pos0 + T, b->n_threads) + 1;
-    if (need > c->attn_cap) {
-        size_t cap = c->attn_cap ? c->attn_cap : 4096;
-        while (cap < need) cap *= 2;
-        float *p = sd_malloc_aligned(cap * sizeof(float));
-        if (!p) return sd_fail(&b->err, SPECDEC_ERR_NOMEM, "attention scratch of %zu MiB: out of memory",
-                               cap * sizeof(float) >> 20);
-        free(c->attn_scratch);
-        c->attn_scratch = p;
-        c->attn_cap = cap;
-    }
+    SD_TRY(attn_room(b, s, T, pos0 + T));   /* only grows when a caller did not reserve */
     c->ops->attention(s, kv, q, out, T, pos0, c->attn_scratch, c->pool);
     b->stats.ops++;
     return SPECDEC_OK;
@@ -211,7 +226,7 @@ static specdec_status cpu_copy_row(sd_backend *b, float *dst, const float *src, 
 static const sd_backend_i cpu_i = {
     .free = cpu_free, .kernels = cpu_kernels, .supports = cpu_supports,
     .alloc = cpu_alloc, .release = cpu_release, .upload = cpu_upload, .unload = cpu_unload,
-    .write = cpu_write, .read = cpu_read, .copy = cpu_copy, .sync = cpu_sync,
+    .write = cpu_write, .read = cpu_read, .copy = cpu_copy, .sync = cpu_sync, .reserve = cpu_reserve,
     .seq_begin = NULL, .seq_end = NULL,
     .embed = cpu_embed, .matmul = cpu_matmul, .rmsnorm = cpu_rmsnorm, .rope = cpu_rope,
     .silu_mul = cpu_silu_mul, .add = cpu_add, .kv_store = cpu_kv_store, .attention = cpu_attention,
