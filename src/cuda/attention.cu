@@ -1,0 +1,223 @@
+/* attention.cu: causal GQA attention over the KV cache, batch-invariant by fixed chunks.
+ *
+ * The keys 0..pos(t) of row t are cut into chunks of SDC_ATTN_CHUNK = 128 keys counted from key
+ * 0 (the last one partial). Chunk c belongs to split slot c % 32; a block of attn_split handles
+ * one (slot, kv head, row) and GS query heads of that kv head (GS in {1, 2, 3, 4, 8}, the largest
+ * that divides the group, so K and V rows are read once for GS heads). For each of its chunks,
+ * in ascending order, it computes:
+ *   scores  s_j = (q . k_j) * scale, one lane per key, an fmaf chain over d = 0..hd-1 (K tiles
+ *           of 32 keys x 32 dims pass through shared memory so the loads stay coalesced);
+ *   m       the chunk max (fmaxf: exact in any order);
+ *   p_j     expf(s_j - m); l = the sum of p_j by a fixed tree (warp butterfly, then the four
+ *           warps in order);
+ *   o[d]    sum_j p_j v_j[d], one thread per d, an fmaf chain over j ascending;
+ * and merges it into the slot's running (M, L, O), which starts at (-inf, 0, 0): M' = max(M, m),
+ * a = expf(M - M'), b = expf(m - M'), L = fmaf(L, a, l*b), O = fmaf(O, a, o*b).
+ * attn_combine then merges the used slots 0..min(32, chunks)-1 of each (row, head) in order:
+ * M = max, w_s = expf(M_s - M), L = sum l_s w_s, O = sum o_s w_s, out = O / L.
+ * Every step's order depends only on the row's position and head_dim, never on T, on the other
+ * rows, on GS or on the grid: a row's output is the same bits in any call that holds it, and a
+ * prefill split into calls differently gives the same cache and the same rows. Blocks whose slot
+ * has no chunk (short contexts) exit at once; the grid depends only on T and the shape. */
+#include "cuda/attention.h"
+#include "cuda/common.cuh"
+
+namespace {
+
+constexpr int AT_THREADS = 128, AT_WARPS = 4, AT_CK = SDC_ATTN_CHUNK, AT_DT = 32;
+static_assert(AT_CK == AT_WARPS * 32, "one lane per key of a chunk");
+
+template <int KVDT> SDC_D float kv_ld(const void *p, size_t i) {
+    if constexpr (KVDT == SDC_F32) return __ldg((const float *)p + i);
+    else if constexpr (KVDT == SDC_BF16) return __uint_as_float((uint32_t)__ldg((const unsigned short *)p + i) << 16);
+    else return __half2float(__ushort_as_half(__ldg((const unsigned short *)p + i)));
+}
+
+/* grid (SDC_ATTN_SPLITS, nkv * (group / GS), T) */
+template <int GS, int KVDT>
+__global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_params p) {
+    __shared__ __align__(16) float qs[GS][SDC_ATTN_MAX_HD];
+    __shared__ float kt[AT_WARPS][32][33];   /* (key, dim) tile per warp, padded: conflict-free */
+    __shared__ float pr[GS][AT_CK];
+    __shared__ float red[AT_WARPS][GS];
+    const int s = blockIdx.x, t = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int grp = p.nh / p.nkv, nsl = grp / GS;
+    const int kh = blockIdx.y / nsl, h0 = kh * grp + (blockIdx.y % nsl) * GS;
+    const int nkeys = sdc_pos(p.pos_base, p.pos_off, t) + 1;
+    const int nch = (nkeys + AT_CK - 1) / AT_CK;
+    if (s >= nch) return;   /* this slot has no chunk yet */
+    const int hd = p.hd;
+    const size_t kstride = (size_t)p.nkv * (size_t)hd, kbase = (size_t)kh * (size_t)hd;
+    for (int i = tid; i < GS * hd; i += AT_THREADS) {
+        const int gg = i / hd, dd = i - gg * hd;
+        qs[gg][dd] = p.q[(size_t)t * p.nh * hd + (size_t)(h0 + gg) * hd + dd];
+    }
+    __syncthreads();
+
+    /* the slot's running max, sum and output; merging the first chunk into (-inf, 0, 0) gives
+     * a = 0, b = 1: that chunk's own values */
+    float M[GS], L[GS], O[GS][2];
+#pragma unroll
+    for (int gg = 0; gg < GS; gg++) {
+        M[gg] = -INFINITY;
+        L[gg] = O[gg][0] = O[gg][1] = 0.0f;
+    }
+    for (int ch = s; ch < nch; ch += SDC_ATTN_SPLITS) {
+        const int j0 = ch * AT_CK, nvalid = min(AT_CK, nkeys - j0);
+        const int key = warp * 32 + lane;
+        const bool valid = key < nvalid;
+
+        /* scores of this lane's key for the GS heads */
+        float sc[GS];
+#pragma unroll
+        for (int gg = 0; gg < GS; gg++) sc[gg] = 0.0f;
+        for (int d0 = 0; d0 < hd; d0 += AT_DT) {
+            const bool dok = d0 + lane < hd;
+            const size_t kb0 = (size_t)(j0 + warp * 32) * kstride + kbase + (size_t)(d0 + lane);
+#pragma unroll 4
+            for (int kk = 0; kk < 32; kk++) {
+                float val = 0.0f;
+                if (warp * 32 + kk < nvalid && dok) val = kv_ld<KVDT>(p.k, kb0 + (size_t)kk * kstride);
+                kt[warp][kk][lane] = val;
+            }
+            __syncwarp();
+            const int dn = min(AT_DT, hd - d0);   /* 16 or 32: hd is a multiple of 16 */
+            for (int dd = 0; dd < dn; dd += 4) {
+                const float k0 = kt[warp][lane][dd], k1 = kt[warp][lane][dd + 1];
+                const float k2 = kt[warp][lane][dd + 2], k3 = kt[warp][lane][dd + 3];
+#pragma unroll
+                for (int gg = 0; gg < GS; gg++) {
+                    const float4 q4 = *(const float4 *)&qs[gg][d0 + dd];
+                    sc[gg] = fmaf(q4.x, k0, sc[gg]);
+                    sc[gg] = fmaf(q4.y, k1, sc[gg]);
+                    sc[gg] = fmaf(q4.z, k2, sc[gg]);
+                    sc[gg] = fmaf(q4.w, k3, sc[gg]);
+                }
+            }
+            __syncwarp();
+        }
+
+        /* chunk max and sum of exp */
+        float mch[GS], lch[GS];
+#pragma unroll
+        for (int gg = 0; gg < GS; gg++) {
+            sc[gg] = valid ? sc[gg] * p.scale : -INFINITY;
+            const float m = sdc_warp_max(sc[gg]);
+            if (lane == 0) red[warp][gg] = m;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int gg = 0; gg < GS; gg++) mch[gg] = fmaxf(fmaxf(red[0][gg], red[1][gg]), fmaxf(red[2][gg], red[3][gg]));
+        __syncthreads();
+#pragma unroll
+        for (int gg = 0; gg < GS; gg++) {
+            const float e = valid ? expf(sc[gg] - mch[gg]) : 0.0f;
+            pr[gg][key] = e;
+            const float su = sdc_warp_sum(e);
+            if (lane == 0) red[warp][gg] = su;
+        }
+        __syncthreads();
+
+        /* merge factors (every thread computes the same) */
+        float fa[GS], fb[GS];
+#pragma unroll
+        for (int gg = 0; gg < GS; gg++) {
+            lch[gg] = ((red[0][gg] + red[1][gg]) + red[2][gg]) + red[3][gg];
+            const float mn = fmaxf(M[gg], mch[gg]);
+            fa[gg] = expf(M[gg] - mn);
+            fb[gg] = expf(mch[gg] - mn);
+            L[gg] = fmaf(L[gg], fa[gg], lch[gg] * fb[gg]);
+            M[gg] = mn;
+        }
+
+        /* P.V for this thread's dims d = tid, tid + 128 */
+#pragma unroll
+        for (int di = 0; di < 2; di++) {
+            const int d = tid + di * AT_THREADS;
+            if (d >= hd) continue;
+            float o[GS];
+#pragma unroll
+            for (int gg = 0; gg < GS; gg++) o[gg] = 0.0f;
+            const size_t vb = kbase + (size_t)d;
+            int j = 0;
+            for (; j + 8 <= nvalid; j += 8) {
+                float vv[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++) vv[u] = kv_ld<KVDT>(p.v, (size_t)(j0 + j + u) * kstride + vb);
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+#pragma unroll
+                    for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j + u], vv[u], o[gg]);
+            }
+            for (; j < nvalid; j++) {
+                const float vv = kv_ld<KVDT>(p.v, (size_t)(j0 + j) * kstride + vb);
+#pragma unroll
+                for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j], vv, o[gg]);
+            }
+#pragma unroll
+            for (int gg = 0; gg < GS; gg++) O[gg][di] = fmaf(O[gg][di], fa[gg], o[gg] * fb[gg]);
+        }
+        __syncthreads();   /* pr and red are rewritten by the next chunk */
+    }
+
+#pragma unroll
+    for (int gg = 0; gg < GS; gg++) {
+        const size_t idx = ((size_t)t * p.nh + (size_t)(h0 + gg)) * SDC_ATTN_SPLITS + (size_t)s;
+        if (tid == 0) {
+            p.part_ml[2 * idx] = M[gg];
+            p.part_ml[2 * idx + 1] = L[gg];
+        }
+#pragma unroll
+        for (int di = 0; di < 2; di++) {
+            const int d = tid + di * AT_THREADS;
+            if (d < hd) p.part_o[idx * hd + d] = O[gg][di];
+        }
+    }
+}
+
+/* grid (nh, T), block: hd rounded up to a warp */
+__global__ void attn_combine(const sdc_attn_params p) {
+    const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
+    const int nkeys = sdc_pos(p.pos_base, p.pos_off, t) + 1;
+    const int nch = (nkeys + AT_CK - 1) / AT_CK;
+    const int ns = nch < SDC_ATTN_SPLITS ? nch : SDC_ATTN_SPLITS;
+    if (d >= p.hd) return;
+    const size_t b0 = ((size_t)t * p.nh + (size_t)h) * SDC_ATTN_SPLITS;
+    float M = -INFINITY;
+    for (int s = 0; s < ns; s++) M = fmaxf(M, p.part_ml[2 * (b0 + s)]);
+    float L = 0.0f, O = 0.0f;
+    for (int s = 0; s < ns; s++) {
+        const float w = expf(p.part_ml[2 * (b0 + s)] - M);
+        L = fmaf(p.part_ml[2 * (b0 + s) + 1], w, L);
+        O = fmaf(p.part_o[(b0 + s) * p.hd + d], w, O);
+    }
+    p.out[(size_t)t * p.nh * p.hd + (size_t)h * p.hd + d] = O / L;
+}
+
+typedef void (*attn_fn)(const sdc_attn_params);
+
+template <int GS> attn_fn pick_dt(int kvdt) {
+    if (kvdt == SDC_F32) return attn_split<GS, SDC_F32>;
+    if (kvdt == SDC_BF16) return attn_split<GS, SDC_BF16>;
+    return attn_split<GS, SDC_F16>;
+}
+
+} // namespace
+
+extern "C" size_t sdc_attn_scratch_floats(int T, int nh, int hd) {
+    return (size_t)(T > 0 ? T : 1) * (size_t)nh * SDC_ATTN_SPLITS * ((size_t)hd + 2);
+}
+
+extern "C" cudaError_t sdc_attention(const sdc_attn_params *p, const sdc_dev *d) {
+    if (p->T <= 0) return cudaSuccess;
+    if (p->nkv <= 0 || p->nh % p->nkv || p->hd <= 0 || p->hd % 16 || p->hd > SDC_ATTN_MAX_HD) return cudaErrorInvalidValue;
+    const int grp = p->nh / p->nkv;
+    const int gs = grp % 8 == 0 ? 8 : grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
+    attn_fn fn = gs == 8 ? pick_dt<8>(p->kvdt) : gs == 4 ? pick_dt<4>(p->kvdt) : gs == 3 ? pick_dt<3>(p->kvdt)
+               : gs == 2 ? pick_dt<2>(p->kvdt) : pick_dt<1>(p->kvdt);
+    fn<<<dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), p->T), AT_THREADS, 0, d->stream>>>(*p);
+    cudaError_t e = sdc_launched();
+    if (e != cudaSuccess) return e;
+    attn_combine<<<dim3(p->nh, p->T), (p->hd + 31) / 32 * 32, 0, d->stream>>>(*p);
+    return sdc_launched();
+}

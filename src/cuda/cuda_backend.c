@@ -1,0 +1,524 @@
+/* cuda_backend.c: the CUDA backend object (src/backend/backend.h's table, the ops in
+ * cuda_ops.c): device choice, device memory (plain cudaMalloc, zero-filled, out-of-memory named
+ * with the free/total memory), uploads through a pinned double buffer, writes through a pinned
+ * ring and reads through a pinned buffer on the backend's one non-blocking stream, op scratch
+ * sized by reserve(), and recordings: seq_begin/seq_end capture the bracketed ops into a CUDA
+ * graph (thread-local stream capture) that later calls with the same key replay.
+ *
+ * Rules that keep recordings valid: no op allocates or synchronizes while capturing (scratch
+ * comes from reserve(); an op that would grow it fails instead), host transfers are refused
+ * inside a recording, and anything that frees or moves device memory a graph may point at
+ * (release, unload, a scratch growth) first drops every recording. Every CUDA call is checked;
+ * the library never prints and never exits. */
+#include "cuda/cuda_be.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/argmax.h"
+#include "cuda/matmul.h"
+#include "cuda/sample.h"
+#include "cuda/attention.h"
+#include "util/err.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CU_RING_BYTES ((size_t)4 << 20)    /* write staging */
+#define CU_RBUF_BYTES ((size_t)4 << 20)    /* read staging */
+#define CU_UP_BYTES ((size_t)32 << 20)     /* each of the two upload buffers */
+#define CU_MM_SMEM (96 << 10)              /* matmul x tile budget (opted in per kernel) */
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* ---- errors ---- */
+
+specdec_status cu_errf(cuda_be *c, specdec_err *err, specdec_status st, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return sd_fail(err, st, "cuda device %d (%s): %s", c->device, c->dev_name, msg);
+}
+
+static specdec_status status_of(cudaError_t e) {
+    if (e == cudaErrorMemoryAllocation) return SPECDEC_ERR_NOMEM;
+    if (e == cudaErrorInvalidValue || e == cudaErrorInvalidConfiguration) return SPECDEC_ERR_INVALID_ARG;
+    return SPECDEC_ERR_INTERNAL;
+}
+
+void cu_abandon(cuda_be *c) {
+    if (!c->capturing) return;
+    cudaGraph_t g = NULL;
+    cudaStreamEndCapture(c->dev.stream, &g);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    c->capturing = false;
+    c->abandoned = true;
+    c->abandoned_key = c->cap_key;
+}
+
+specdec_status cu_cuda_fail(cuda_be *c, specdec_err *err, cudaError_t e, const char *what) {
+    cu_abandon(c);
+    cudaGetLastError();   /* clear a non-sticky error; a sticky one stays for every later call */
+    return cu_errf(c, err, status_of(e), "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+/* Refuse a call that may not run inside a recording (it would synchronize or move host data). */
+static specdec_status no_capture(cuda_be *c, specdec_err *err, const char *what) {
+    if (!c->capturing) return SPECDEC_OK;
+    uint64_t key = c->cap_key;
+    cu_abandon(c);
+    return cu_errf(c, err, SPECDEC_ERR_INVALID_ARG,
+                   "%s inside the recording of key %#llx (host transfers, allocation and synchronization "
+                   "must stay outside seq_begin/seq_end); the recording was dropped",
+                   what, (unsigned long long)key);
+}
+
+static specdec_status nomem(cuda_be *c, specdec_err *err, const char *what, size_t bytes) {
+    cudaGetLastError();
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    return cu_errf(c, err, SPECDEC_ERR_NOMEM,
+                   "out of device memory for %s: %zu bytes (%.1f MiB) asked, %zu MiB free of %zu MiB",
+                   what ? what : "a buffer", bytes, (double)bytes / 1048576.0, fr >> 20, tot >> 20);
+}
+
+static specdec_status take_deferred(cuda_be *c, specdec_err *err) {
+    if (c->deferred.status == SPECDEC_OK) return SPECDEC_OK;
+    specdec_status st = c->deferred.status;
+    if (err) *err = c->deferred;
+    c->deferred.status = SPECDEC_OK;
+    c->deferred.msg[0] = 0;
+    return st;
+}
+
+specdec_status cu_op_begin(cuda_be *c) { return take_deferred(c, &c->b.err); }
+
+specdec_status cu_op_end(cuda_be *c, cudaError_t e, const char *op) {
+    if (e != cudaSuccess) return cu_cuda_fail(c, &c->b.err, e, op);
+    c->b.stats.ops++;
+    if (c->capturing) c->cap_ops++;
+    return SPECDEC_OK;
+}
+
+/* ---- recordings ---- */
+
+static void graphs_clear(cuda_be *c) {
+    if (!c->n_graphs) return;
+    cudaStreamSynchronize(c->dev.stream);   /* none may be running while destroyed */
+    for (int i = 0; i < c->n_graphs; i++) cudaGraphExecDestroy(c->graphs[i].exec);
+    c->n_graphs = 0;
+    cudaGetLastError();
+}
+
+static bool cu_seq_begin(sd_backend *b, uint64_t key) {
+    cuda_be *c = cu_of(b);
+    if (c->capturing || c->deferred.status != SPECDEC_OK) return false;   /* nested: part of the outer one */
+    for (int i = 0; i < c->n_graphs; i++) {
+        cu_graph *g = &c->graphs[i];
+        if (g->key != key) continue;
+        cudaError_t e = cudaGraphLaunch(g->exec, c->dev.stream);
+        if (e != cudaSuccess) {
+            /* the ops did not run: the caller learns it from its next op, read or sync */
+            cu_cuda_fail(c, &c->deferred, e, "replaying a recording");
+            return true;
+        }
+        g->last = ++c->clock;
+        b->stats.seq_replayed++;
+        b->stats.ops += g->ops;
+        return true;
+    }
+    if (cudaSetDevice(c->device) != cudaSuccess ||
+        cudaStreamBeginCapture(c->dev.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+        cudaGetLastError();
+        return false;   /* the ops run as they come */
+    }
+    c->capturing = true;
+    c->cap_key = key;
+    c->cap_ops = 0;
+    c->abandoned = false;
+    return false;
+}
+
+static specdec_status cu_seq_end(sd_backend *b, uint64_t key, specdec_err *err) {
+    cuda_be *c = cu_of(b);
+    if (!c->capturing) {
+        if (c->abandoned && c->abandoned_key == key) {
+            c->abandoned = false;
+            return cu_errf(c, err, SPECDEC_ERR_INTERNAL, "the recording of key %#llx was dropped after an op in it failed",
+                           (unsigned long long)key);
+        }
+        return SPECDEC_OK;   /* capture never started: the ops already ran */
+    }
+    if (key != c->cap_key) return SPECDEC_OK;   /* a nested bracket */
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(c->dev.stream, &graph);
+    c->capturing = false;
+    if (e != cudaSuccess) {
+        if (graph) cudaGraphDestroy(graph);
+        return cu_cuda_fail(c, err, e, "ending a recording");
+    }
+    cudaGraphExec_t ex = NULL;
+    e = cudaGraphInstantiate(&ex, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) return cu_cuda_fail(c, err, e, "instantiating a recording");
+    e = cudaGraphLaunch(ex, c->dev.stream);   /* capture queued nothing: run it now */
+    if (e != cudaSuccess) {
+        cudaGraphExecDestroy(ex);
+        return cu_cuda_fail(c, err, e, "launching a new recording");
+    }
+    if (c->n_graphs == CU_MAX_GRAPHS) {
+        int lru = 0;
+        for (int i = 1; i < c->n_graphs; i++)
+            if (c->graphs[i].last < c->graphs[lru].last) lru = i;
+        cudaStreamSynchronize(c->dev.stream);
+        cudaGraphExecDestroy(c->graphs[lru].exec);
+        c->graphs[lru] = c->graphs[--c->n_graphs];
+    }
+    cu_graph *g = &c->graphs[c->n_graphs++];
+    g->key = key;
+    g->exec = ex;
+    g->ops = c->cap_ops;
+    g->last = ++c->clock;
+    b->stats.seq_recorded++;
+    return SPECDEC_OK;
+}
+
+/* ---- scratch ---- */
+
+specdec_status cu_scratch(cuda_be *c, cu_buf *buf, size_t bytes, const char *what, specdec_err *err) {
+    if (bytes <= buf->cap) return SPECDEC_OK;
+    if (c->capturing) {
+        uint64_t key = c->cap_key;
+        cu_abandon(c);
+        return cu_errf(c, err, SPECDEC_ERR_INVALID_ARG,
+                       "%s scratch of %zu bytes needed inside the recording of key %#llx, %zu reserved "
+                       "(reserve() with this many rows / this vocabulary before recording)",
+                       what, bytes, (unsigned long long)key, buf->cap);
+    }
+    cudaSetDevice(c->device);
+    graphs_clear(c);   /* they may point at the old buffer */
+    cudaError_t e = cudaStreamSynchronize(c->dev.stream);
+    if (e != cudaSuccess) return cu_cuda_fail(c, err, e, what);
+    if (buf->p) cudaFree(buf->p);
+    buf->p = NULL;
+    buf->cap = 0;
+    e = cudaMalloc(&buf->p, bytes);
+    if (e != cudaSuccess) {
+        buf->p = NULL;
+        char w[96];
+        snprintf(w, sizeof w, "%s scratch", what);
+        return nomem(c, err, w, bytes);
+    }
+    buf->cap = bytes;
+    return SPECDEC_OK;
+}
+
+size_t cu_rowpart_bytes(int T, int n) {
+    size_t nb = (size_t)sdc_argmax_blocks(n), ns = (size_t)sdc_sample_blocks(n);
+    size_t a = (size_t)T * nb * sizeof(sdc_best);
+    size_t s = (size_t)T * ns * (sizeof(sdc_best) + sizeof(sdc_dbest)) + 16;
+    return a > s ? a : s;
+}
+
+size_t cu_lma_bytes(int T) { return (size_t)T * SDC_LMA_MAX_GRID * sizeof(sdc_best); }
+
+static specdec_status cu_reserve(sd_backend *b, const sd_attn_shape *s, int max_T, int n_ctx, int vocab,
+                                 specdec_err *err) {
+    cuda_be *c = cu_of(b);
+    (void)n_ctx;   /* the attention scratch does not grow with the context (fixed split slots) */
+    SD_TRY(take_deferred(c, err));
+    SD_TRY(no_capture(c, err, "reserve"));
+    if (max_T < 1) max_T = 1;
+    if (s && s->n_heads > 0 && s->head_dim > 0)
+        SD_TRY(cu_scratch(c, &c->attn, sdc_attn_scratch_floats(max_T, s->n_heads, s->head_dim) * sizeof(float),
+                          "attention", err));
+    if (vocab > 0) SD_TRY(cu_scratch(c, &c->rowpart, cu_rowpart_bytes(max_T, vocab), "argmax/sampler", err));
+    SD_TRY(cu_scratch(c, &c->lma, cu_lma_bytes(max_T), "fused LM head", err));
+    return SPECDEC_OK;
+}
+
+/* ---- memory ---- */
+
+static specdec_status cu_alloc(sd_backend *b, size_t bytes, const char *what, void **out, specdec_err *err) {
+    cuda_be *c = cu_of(b);
+    *out = NULL;
+    SD_TRY(no_capture(c, err, "alloc"));
+    cudaSetDevice(c->device);
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return nomem(c, err, what, bytes);
+    cudaError_t e = bytes ? cudaMemsetAsync(p, 0, bytes, c->dev.stream) : cudaSuccess;
+    if (e != cudaSuccess) {
+        cudaFree(p);
+        return cu_cuda_fail(c, err, e, "alloc (zero fill)");
+    }
+    *out = p;
+    return SPECDEC_OK;
+}
+
+static void free_dev(cuda_be *c, const void *p) {
+    if (!p) return;
+    if (c->capturing) {
+        cu_abandon(c);
+        cu_errf(c, &c->deferred, SPECDEC_ERR_INVALID_ARG, "a buffer was released inside a recording (dropped)");
+    }
+    cudaSetDevice(c->device);
+    graphs_clear(c);   /* a recording may point at p */
+    cudaFree((void *)p);
+    cudaGetLastError();
+}
+
+static void cu_release(sd_backend *b, void *p) { free_dev(cu_of(b), p); }
+static void cu_unload(sd_backend *b, const void *p) { free_dev(cu_of(b), p); }
+
+/* The pinned upload buffers, once; without them uploads fall back to pageable copies. */
+static void upload_buffers(cuda_be *c) {
+    if (c->up_tried) return;
+    c->up_tried = true;
+    for (int i = 0; i < 2; i++) {
+        if (cudaHostAlloc((void **)&c->up[i], CU_UP_BYTES, cudaHostAllocDefault) != cudaSuccess ||
+            cudaEventCreateWithFlags(&c->up_ev[i], cudaEventDisableTiming) != cudaSuccess) {
+            cudaGetLastError();
+            for (int j = 0; j <= i; j++) {
+                if (c->up[j]) cudaFreeHost(c->up[j]);
+                c->up[j] = NULL;
+            }
+            if (i == 1) cudaEventDestroy(c->up_ev[0]);
+            return;
+        }
+    }
+    c->up_cap = CU_UP_BYTES;
+}
+
+static specdec_status cu_upload(sd_backend *b, const void *host, size_t bytes, const char *what, const void **out,
+                                specdec_err *err) {
+    cuda_be *c = cu_of(b);
+    *out = NULL;
+    SD_TRY(take_deferred(c, err));
+    SD_TRY(no_capture(c, err, "upload"));
+    if (!host && bytes) return cu_errf(c, err, SPECDEC_ERR_INVALID_ARG, "upload of %s: NULL host pointer", what);
+    cudaSetDevice(c->device);
+    void *d = NULL;
+    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return nomem(c, err, what, bytes);
+    upload_buffers(c);
+    cudaError_t e = cudaSuccess;
+    if (!c->up[0]) {
+        e = cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice);   /* pageable: synchronous */
+    } else {
+        /* copy chunk k into pinned buffer k % 2 while the previous chunk is on its way */
+        for (size_t off = 0, k = 0; off < bytes && e == cudaSuccess; off += c->up_cap, k++) {
+            size_t n = bytes - off < c->up_cap ? bytes - off : c->up_cap;
+            int i = (int)(k & 1);
+            if ((e = cudaEventSynchronize(c->up_ev[i])) != cudaSuccess) break;
+            memcpy(c->up[i], (const char *)host + off, n);
+            e = cudaMemcpyAsync((char *)d + off, c->up[i], n, cudaMemcpyHostToDevice, c->dev.stream);
+            if (e == cudaSuccess) e = cudaEventRecord(c->up_ev[i], c->dev.stream);
+        }
+        if (e == cudaSuccess) e = cudaStreamSynchronize(c->dev.stream);
+    }
+    if (e != cudaSuccess) {
+        cudaFree(d);
+        char w[128];
+        snprintf(w, sizeof w, "upload of %s (%zu bytes)", what ? what : "weights", bytes);
+        return cu_cuda_fail(c, err, e, w);
+    }
+    b->stats.upload_bytes += bytes;
+    *out = d;
+    return SPECDEC_OK;
+}
+
+static specdec_status cu_write(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err) {
+    cuda_be *c = cu_of(b);
+    SD_TRY(take_deferred(c, err));
+    SD_TRY(no_capture(c, err, "write"));
+    double t0 = now_ms();
+    cudaError_t e = cudaSuccess;
+    for (size_t off = 0; off < n && e == cudaSuccess;) {
+        size_t k = n - off < c->ring_cap ? n - off : c->ring_cap;
+        if (c->ring_off + k > c->ring_cap) {
+            /* every copy out of the ring has finished once the stream is idle */
+            if ((e = cudaStreamSynchronize(c->dev.stream)) != cudaSuccess) break;
+            c->ring_off = 0;
+        }
+        unsigned char *s = c->ring + c->ring_off;
+        memcpy(s, (const char *)src + off, k);
+        e = cudaMemcpyAsync((char *)dst + off, s, k, cudaMemcpyHostToDevice, c->dev.stream);
+        c->ring_off += (k + 255) & ~(size_t)255;
+        off += k;
+    }
+    if (e != cudaSuccess) return cu_cuda_fail(c, err, e, "write");
+    b->stats.write_calls++;
+    b->stats.write_bytes += n;
+    b->stats.write_ms += now_ms() - t0;
+    return SPECDEC_OK;
+}
+
+static specdec_status cu_read(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err) {
+    cuda_be *c = cu_of(b);
+    SD_TRY(take_deferred(c, err));
+    SD_TRY(no_capture(c, err, "read"));
+    double t0 = now_ms();
+    cudaError_t e = cudaSuccess;
+    for (size_t off = 0; off < n && e == cudaSuccess; off += c->rbuf_cap) {
+        size_t k = n - off < c->rbuf_cap ? n - off : c->rbuf_cap;
+        e = cudaMemcpyAsync(c->rbuf, (const char *)src + off, k, cudaMemcpyDeviceToHost, c->dev.stream);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(c->dev.stream);
+        if (e == cudaSuccess) memcpy((char *)dst + off, c->rbuf, k);
+    }
+    if (e != cudaSuccess) return cu_cuda_fail(c, err, e, "read (or a kernel queued before it)");
+    b->stats.read_calls++;
+    b->stats.read_bytes += n;
+    b->stats.read_ms += now_ms() - t0;
+    return SPECDEC_OK;
+}
+
+static specdec_status cu_copy(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err) {
+    cuda_be *c = cu_of(b);
+    SD_TRY(take_deferred(c, err));
+    if (!n || dst == src) return SPECDEC_OK;
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, c->dev.stream);
+    if (e != cudaSuccess) return cu_cuda_fail(c, err, e, "copy");
+    return SPECDEC_OK;
+}
+
+static specdec_status cu_sync(sd_backend *b, specdec_err *err) {
+    cuda_be *c = cu_of(b);
+    SD_TRY(take_deferred(c, err));
+    SD_TRY(no_capture(c, err, "sync"));
+    cudaError_t e = cudaStreamSynchronize(c->dev.stream);
+    if (e != cudaSuccess) return cu_cuda_fail(c, err, e, "sync (a kernel queued earlier failed)");
+    return SPECDEC_OK;
+}
+
+/* ---- object ---- */
+
+static void cu_free(sd_backend *b) {
+    cuda_be *c = cu_of(b);
+    cudaSetDevice(c->device);
+    cu_abandon(c);
+    cudaStreamSynchronize(c->dev.stream);
+    graphs_clear(c);
+    cudaFree(c->attn.p);
+    cudaFree(c->rowpart.p);
+    cudaFree(c->lma.p);
+    if (c->ring) cudaFreeHost(c->ring);
+    if (c->rbuf) cudaFreeHost(c->rbuf);
+    for (int i = 0; i < 2; i++)
+        if (c->up[i]) {
+            cudaFreeHost(c->up[i]);
+            cudaEventDestroy(c->up_ev[i]);
+        }
+    if (c->dev.stream) cudaStreamDestroy(c->dev.stream);
+    cudaGetLastError();
+    free(c);
+}
+
+static const char *cu_kernels(const sd_backend *b) { return ((const cuda_be *)b->impl)->kernels; }
+
+static bool float_dtype(specdec_dtype dt) {
+    return dt == SPECDEC_DTYPE_F32 || dt == SPECDEC_DTYPE_F16 || dt == SPECDEC_DTYPE_BF16;
+}
+
+static bool cu_supports(const sd_backend *b, sd_op op, const sd_op_desc *d) {
+    (void)b;
+    switch (op) {
+    case SD_OP_EMBED:
+    case SD_OP_MATMUL:
+    case SD_OP_LM_ARGMAX:
+        if (!d) return true;
+        if (d->bits == 0) return float_dtype(d->dtype);
+        return (d->bits == 4 || d->bits == 8) && (d->group == 32 || d->group == 64 || d->group == 128) &&
+               float_dtype(d->dtype);
+    case SD_OP_KV_STORE:
+    case SD_OP_ATTENTION:
+        return !d || d->kv_dtype == SD_KV_F32 || d->kv_dtype == SD_KV_BF16 || d->kv_dtype == SD_KV_F16;
+    case SD_OP_SAMPLE:
+        return !d || !d->filtered;   /* filters run on the host over logits read back */
+    default:
+        return op >= 0 && op < SD_OP_COUNT;
+    }
+}
+
+static const sd_backend_i cuda_i = {
+    .free = cu_free, .kernels = cu_kernels, .supports = cu_supports,
+    .alloc = cu_alloc, .release = cu_release, .upload = cu_upload, .unload = cu_unload,
+    .write = cu_write, .read = cu_read, .copy = cu_copy, .sync = cu_sync, .reserve = cu_reserve,
+    .seq_begin = cu_seq_begin, .seq_end = cu_seq_end,
+    .embed = cu_embed, .matmul = cu_matmul, .rmsnorm = cu_rmsnorm, .rope = cu_rope,
+    .silu_mul = cu_silu_mul, .add = cu_add, .kv_store = cu_kv_store, .attention = cu_attention,
+    .argmax = cu_argmax, .lm_argmax = cu_lm_argmax, .sample = cu_sample, .walk = cu_walk, .copy_row = cu_copy_row,
+};
+
+bool sd_backend_cuda_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return n > 0;
+}
+
+specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {
+    *out = NULL;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        cudaGetLastError();
+        return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "backend 'cuda': no usable CUDA device (%s)",
+                       e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    }
+    int dev = o ? o->device : 0;
+    if (dev < 0 || dev >= n)
+        return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "backend 'cuda': device %d does not exist (%d CUDA device%s)", dev,
+                       n, n == 1 ? "" : "s");
+    struct cudaDeviceProp prop;
+    if ((e = cudaSetDevice(dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess) {
+        cudaGetLastError();
+        return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "backend 'cuda': device %d: %s", dev, cudaGetErrorString(e));
+    }
+    if (prop.major < 9)
+        return sd_fail(err, SPECDEC_ERR_UNSUPPORTED,
+                       "backend 'cuda': device %d (%s) is sm_%d%d; this build carries sm_90 code and compute_90 PTX only",
+                       dev, prop.name, prop.major, prop.minor);
+    cuda_be *c = calloc(1, sizeof *c);
+    if (!c) return sd_fail(err, SPECDEC_ERR_NOMEM, "backend 'cuda': out of host memory");
+    c->device = dev;
+    snprintf(c->dev_name, sizeof c->dev_name, "%.80s", prop.name);
+    c->dev.n_sm = prop.multiProcessorCount;
+    /* the x tile budget, leaving the fused LM head's bests and the static arrays room */
+    int budget = CU_MM_SMEM, optin = (int)prop.sharedMemPerBlockOptin;
+    if (budget > optin - (24 << 10)) budget = optin - (24 << 10);
+    c->dev.smem_budget = budget;
+    specdec_status st = SPECDEC_OK;
+    if ((e = cudaStreamCreateWithFlags(&c->dev.stream, cudaStreamNonBlocking)) != cudaSuccess)
+        st = cu_cuda_fail(c, err, e, "creating the stream");
+    else if ((e = cudaHostAlloc((void **)&c->ring, CU_RING_BYTES, cudaHostAllocDefault)) != cudaSuccess ||
+             (e = cudaHostAlloc((void **)&c->rbuf, CU_RBUF_BYTES, cudaHostAllocDefault)) != cudaSuccess)
+        st = cu_errf(c, err, SPECDEC_ERR_NOMEM, "pinned staging buffers (2 x %zu MiB): %s", CU_RING_BYTES >> 20,
+                     cudaGetErrorString(e));
+    else if (budget < (40 << 10) || (e = sdc_mm_init(budget)) != cudaSuccess)
+        st = cu_errf(c, err, SPECDEC_ERR_UNSUPPORTED, "matmul kernels need %d KiB of shared memory per block (%d KiB opt-in): %s",
+                     budget >> 10, optin >> 10, e != cudaSuccess ? cudaGetErrorString(e) : "too little");
+    c->ring_cap = CU_RING_BYTES;
+    c->rbuf_cap = CU_RBUF_BYTES;
+    snprintf(c->kernels, sizeof c->kernels, "sm_%d%d (%.80s, %d SMs)", prop.major, prop.minor, prop.name,
+             prop.multiProcessorCount);
+    c->b.i = &cuda_i;
+    c->b.impl = c;
+    c->b.name = "cuda";
+    c->b.host_visible = false;
+    c->b.n_threads = 0;
+    if (st != SPECDEC_OK) {
+        cu_free(&c->b);
+        return st;
+    }
+    *out = &c->b;
+    return SPECDEC_OK;
+}
+
+cudaStream_t sd_cuda_stream(sd_backend *b) { return cu_of(b)->dev.stream; }

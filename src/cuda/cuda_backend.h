@@ -1,0 +1,27 @@
+/* cuda_backend.h: what the CUDA backend offers beyond the backend table, for its tests and
+ * benchmarks: the stream its ops are queued on (to time them with CUDA events) and the host-side
+ * self-check of the device arithmetic that can be compared with the CPU's without a GPU. */
+#ifndef SD_CUDA_BACKEND_H
+#define SD_CUDA_BACKEND_H
+#include <stddef.h>
+#include <cuda_runtime_api.h>
+#include "backend/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The stream every op of a CUDA backend (name "cuda") runs on. */
+cudaStream_t sd_cuda_stream(sd_backend *b);
+
+/* Runs, on the CPU, the very __host__ __device__ functions the kernels use (Philox bits, the
+ * libm-free log and Gumbel transform, the underflow boundary of the sampler, the 16-bit float
+ * conversions, the in-place decoding of 4- and 8-bit codes, the unfiltered sampler's per-token
+ * step and its answer for degenerate rows) against src/sample and src/util over many inputs.
+ * Returns the number of mismatches (0: all agree) and describes the first in msg. */
+int sd_cuda_selfcheck(char *msg, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,417 @@
+/* matmul.cu: y (T, ldy) = x (T, ldx) . W^T for dense (f32 / f16 / bf16) and affine 4- / 8-bit
+ * W (MLX layout, tensor.h), and the fused LM head + argmax built from the same per-row code.
+ *
+ * Work split. A warp owns MM_R = 4 consecutive rows; a block holds nw warps (1..8, chosen from
+ * the row count so the grid fills the GPU) and walks row blocks grid-stride. A "chunk" is 16
+ * bytes of one row (E columns: 32 for 4-bit, 16 for 8-bit, 8 for 16-bit, 4 for f32); lane l owns
+ * chunks l, l+32, l+64, ... of each of its rows, loaded with one 16-byte load each (a warp reads
+ * 512 contiguous bytes per row), one chunk ahead of the arithmetic. Tokens are applied in
+ * register tiles of TT = 1, 2, 4 or 8 (the smallest power of two >= T, 8 past that; larger T
+ * loops over tiles, re-reading the block's rows from L1/L2), so each weight is loaded and
+ * dequantized once per tile and used for all TT tokens.
+ *
+ * Activations. The block stages x (TT tokens x a column tile) in shared memory as float4
+ * granules, swizzled (granule f at f ^ ((f >> 3) & 7)) so the warp's 16-byte reads, 64 or 128
+ * bytes apart, hit distinct banks. When the whole row fits (T <= 8 and the tile covers every
+ * column) it is staged once per block and reused for every row block.
+ *
+ * Quantized arithmetic. A chunk lies inside one quantization group (group >= 32, cols % group
+ * == 0). Per (row, token) and chunk: dq = sum_j q_j x_j (an fmaf chain over the chunk's columns in
+ * order), then acc = fmaf(scale, dq, acc) and acc = fmaf(bias, sx, acc) with sx = sum_j x_j (the
+ * chunk's x sum, staged once per block). A code is turned into a float with one mask-and-or and
+ * one subtraction: (v & (mask << p)) | 0x4B000000 reads as 2^23 + q 2^p, so subtracting 2^23
+ * gives q 2^p exactly; the staged x of that column was multiplied by 2^-p (exact), so
+ * fmaf(q 2^p, x 2^-p, dq) == fmaf(q, x, dq) bit for bit. p is the code's bit position (4k for
+ * the first five nibbles of a word, 4k-12 for the rest taken from the word shifted by 12; 8k /
+ * 8k-16 for bytes), which keeps every code below bit 20 of the mantissa.
+ * Dense arithmetic: acc = fmaf(w_j, x_j, acc) over the chunk's columns in order.
+ *
+ * Batch invariance. For one (row, token) the value is: per lane, the chunks it owns in ascending
+ * order with the fixed per-chunk arithmetic above, then the lanes summed by a fixed xor butterfly.
+ * That depends only on cols and the format: never on T, TT, the tile widths, nw, the grid or
+ * the other rows and tokens (each token's sums are separate register chains; the compiler may
+ * not reassociate them and --fmad=false keeps it from contracting anything). Every TT
+ * instantiation therefore gives every row the same bits, and lm_argmax, which runs this same
+ * per-row code, sees exactly the logits matmul writes.
+ *
+ * The fused LM head keeps, per warp and token, the best (logit, row) in shared memory, then per
+ * block; the blocks' bests go to p->part and a second small kernel (argmax.cu) reduces them.
+ * An argmax is exact (a lexicographic maximum), so the partition does not matter. */
+#include "cuda/matmul.h"
+#include "cuda/argmax.h"
+#include "cuda/common.cuh"
+#include "cuda/quant.cuh"
+
+namespace {
+
+constexpr int MM_R = 4;               /* rows per warp */
+constexpr int MM_THREADS = 256;       /* largest block */
+constexpr int MM_LMA_MAX_GRID = SDC_LMA_MAX_GRID; /* blocks of the fused LM head (bounds its scratch) */
+constexpr int MM_LMA_MAX_T = SDC_LMA_MAX_T;       /* tokens of one fused LM head call (per-warp bests in smem) */
+
+template <int FMT> struct Fmt;
+template <> struct Fmt<SDC_MM_F32> { static constexpr int E = 4, BITS = 0, ES = 4; static constexpr bool QUANT = false; };
+template <> struct Fmt<SDC_MM_F16> { static constexpr int E = 8, BITS = 0, ES = 2; static constexpr bool QUANT = false; };
+template <> struct Fmt<SDC_MM_BF16> { static constexpr int E = 8, BITS = 0, ES = 2; static constexpr bool QUANT = false; };
+template <> struct Fmt<SDC_MM_Q4> { static constexpr int E = 32, BITS = 4, ES = 0; static constexpr bool QUANT = true; };
+template <> struct Fmt<SDC_MM_Q8> { static constexpr int E = 16, BITS = 8, ES = 0; static constexpr bool QUANT = true; };
+
+SDC_HD int mm_swz(int f) { return f ^ ((f >> 3) & 7); }
+SDC_HD uint32_t u4at(const uint4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+/* One chunk of MM_R rows: the 16 bytes of each row and, quantized, its group's scale and bias. */
+struct Chunk {
+    uint4 w[MM_R];
+    float s[MM_R], b[MM_R];
+};
+
+template <int FMT>
+SDC_D uint4 mm_load16(const sdc_mm_params &p, size_t rowbytes, int row, int c) {
+    using F = Fmt<FMT>;
+    const char *base = (const char *)p.w + (size_t)row * rowbytes;
+    if (p.wvec) return __ldg((const uint4 *)base + c);
+    uint32_t wd[4] = {0u, 0u, 0u, 0u};
+    if constexpr (F::QUANT) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) wd[i] = __ldg((const uint32_t *)base + 4 * c + i);
+    } else if constexpr (F::ES == 4) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int col = c * 4 + e;
+            if (col < p.cols) wd[e] = __ldg((const uint32_t *)base + col);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const int col = c * 8 + e;
+            if (col < p.cols) wd[e >> 1] |= (uint32_t)__ldg((const unsigned short *)base + col) << (16 * (e & 1));
+        }
+    }
+    return make_uint4(wd[0], wd[1], wd[2], wd[3]);
+}
+
+template <int FMT>
+SDC_D void mm_load(const sdc_mm_params &p, size_t rowbytes, int ngroups, const int (&row)[MM_R], int c, Chunk &k) {
+    using F = Fmt<FMT>;
+#pragma unroll
+    for (int r = 0; r < MM_R; r++) k.w[r] = mm_load16<FMT>(p, rowbytes, row[r], c);
+    if constexpr (F::QUANT) {
+        const int g = (c * F::E) / p.group;
+#pragma unroll
+        for (int r = 0; r < MM_R; r++) {
+            const size_t gi = (size_t)row[r] * (size_t)ngroups + (size_t)g;
+            k.s[r] = sdc_ldf(p.scales, gi, p.sdt);
+            k.b[r] = sdc_ldf(p.biases, gi, p.sdt);
+        }
+    }
+}
+
+/* Dense granule m (4 columns) of a chunk as f32. */
+template <int FMT>
+SDC_D void mm_dense4(const uint4 &w, int m, float f[4]) {
+    if constexpr (FMT == SDC_MM_F32) {
+        f[0] = __uint_as_float(w.x); f[1] = __uint_as_float(w.y);
+        f[2] = __uint_as_float(w.z); f[3] = __uint_as_float(w.w);
+    } else {
+        const uint32_t a = u4at(w, 2 * m), b = u4at(w, 2 * m + 1);
+        if constexpr (FMT == SDC_MM_BF16) {
+            f[0] = __uint_as_float(a << 16); f[1] = __uint_as_float(a & 0xffff0000u);
+            f[2] = __uint_as_float(b << 16); f[3] = __uint_as_float(b & 0xffff0000u);
+        } else {
+            f[0] = __half2float(__ushort_as_half((unsigned short)(a & 0xffffu)));
+            f[1] = __half2float(__ushort_as_half((unsigned short)(a >> 16)));
+            f[2] = __half2float(__ushort_as_half((unsigned short)(b & 0xffffu)));
+            f[3] = __half2float(__ushort_as_half((unsigned short)(b >> 16)));
+        }
+    }
+}
+
+/* Stage x rows tb .. tb+TT-1, columns of chunks [c_lo, c_lo + tile_ch), into xs (TT, tile_ch*Q
+ * float4, swizzled); quantized: x scaled per column by 2^-p, and sx (TT, tile_ch) the chunk sums
+ * of the unscaled x in column order. Rows past T and columns past cols are zeros. */
+template <int FMT, int TT>
+SDC_D void mm_stage(const sdc_mm_params &p, float4 *xs, float *sx, int tb, int c_lo, int tile_ch) {
+    using F = Fmt<FMT>;
+    constexpr int E = F::E, Q = E / 4;
+    const int xt4 = tile_ch * Q, col0 = c_lo * E;
+    for (int i = threadIdx.x; i < TT * xt4; i += blockDim.x) {
+        const int t = i / xt4, f = i - t * xt4, col = col0 + 4 * f;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (tb + t < p.T) {
+            const float *xr = p.x + (size_t)(tb + t) * (size_t)p.ldx;
+            if (p.xvec && col + 4 <= p.cols) v = __ldg((const float4 *)(xr + col));
+            else {
+                if (col + 0 < p.cols) v.x = __ldg(xr + col + 0);
+                if (col + 1 < p.cols) v.y = __ldg(xr + col + 1);
+                if (col + 2 < p.cols) v.z = __ldg(xr + col + 2);
+                if (col + 3 < p.cols) v.w = __ldg(xr + col + 3);
+            }
+        }
+        if constexpr (F::QUANT) {
+            const int kb = sdc_mm_gcode<F::BITS>(f % Q);   /* the tile starts at a chunk */
+            v.x *= sdc_mm_xscale<F::BITS>(kb + 0);
+            v.y *= sdc_mm_xscale<F::BITS>(kb + 1);
+            v.z *= sdc_mm_xscale<F::BITS>(kb + 2);
+            v.w *= sdc_mm_xscale<F::BITS>(kb + 3);
+        }
+        xs[t * xt4 + mm_swz(f)] = v;
+    }
+    if constexpr (F::QUANT) {
+        for (int i = threadIdx.x; i < TT * tile_ch; i += blockDim.x) {
+            const int t = i / tile_ch, col = col0 + (i - t * tile_ch) * E;
+            float s = 0.0f;
+            if (tb + t < p.T && col < p.cols) {
+                const float *xr = p.x + (size_t)(tb + t) * (size_t)p.ldx + col;
+#pragma unroll
+                for (int e = 0; e < E; e++) s += __ldg(xr + e);
+            }
+            sx[i] = s;
+        }
+    }
+}
+
+/* The chunk's contribution to acc[r][t] (chunk index cl within the staged tile). */
+template <int FMT, int TT>
+SDC_D void mm_chunk(const Chunk &k, int cl, const float4 *xs, const float *sx, int xt4, int tile_ch,
+                    float (&acc)[MM_R][TT]) {
+    using F = Fmt<FMT>;
+    constexpr int Q = F::E / 4;
+    if constexpr (F::QUANT) {
+        float dq[MM_R][TT];
+#pragma unroll
+        for (int r = 0; r < MM_R; r++)
+#pragma unroll
+            for (int t = 0; t < TT; t++) dq[r][t] = 0.0f;
+#pragma unroll
+        for (int m = 0; m < Q; m++) {
+            float q[MM_R][4];
+#pragma unroll
+            for (int r = 0; r < MM_R; r++) {
+                const uint32_t wd = u4at(k.w[r], sdc_mm_gword<F::BITS>(m));
+                const int kb = sdc_mm_gcode<F::BITS>(m);
+#pragma unroll
+                for (int e = 0; e < 4; e++) q[r][e] = sdc_mm_qval<F::BITS>(wd, kb + e);
+            }
+#pragma unroll
+            for (int t = 0; t < TT; t++) {
+                const float4 xv = xs[t * xt4 + mm_swz(cl * Q + m)];
+#pragma unroll
+                for (int r = 0; r < MM_R; r++) {
+                    dq[r][t] = fmaf(q[r][0], xv.x, dq[r][t]);
+                    dq[r][t] = fmaf(q[r][1], xv.y, dq[r][t]);
+                    dq[r][t] = fmaf(q[r][2], xv.z, dq[r][t]);
+                    dq[r][t] = fmaf(q[r][3], xv.w, dq[r][t]);
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            const float st = sx[t * tile_ch + cl];
+#pragma unroll
+            for (int r = 0; r < MM_R; r++) {
+                acc[r][t] = fmaf(k.s[r], dq[r][t], acc[r][t]);
+                acc[r][t] = fmaf(k.b[r], st, acc[r][t]);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int m = 0; m < Q; m++) {
+            float f[MM_R][4];
+#pragma unroll
+            for (int r = 0; r < MM_R; r++) mm_dense4<FMT>(k.w[r], m, f[r]);
+#pragma unroll
+            for (int t = 0; t < TT; t++) {
+                const float4 xv = xs[t * xt4 + mm_swz(cl * Q + m)];
+#pragma unroll
+                for (int r = 0; r < MM_R; r++) {
+                    acc[r][t] = fmaf(f[r][0], xv.x, acc[r][t]);
+                    acc[r][t] = fmaf(f[r][1], xv.y, acc[r][t]);
+                    acc[r][t] = fmaf(f[r][2], xv.z, acc[r][t]);
+                    acc[r][t] = fmaf(f[r][3], xv.w, acc[r][t]);
+                }
+            }
+        }
+    }
+}
+
+/* tile_ch: chunks per staged column tile (a multiple of 32); nrb: row blocks (nw * MM_R rows). */
+template <int FMT, int TT, bool LMA>
+__global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, const int tile_ch, const int nrb) {
+    using F = Fmt<FMT>;
+    constexpr int E = F::E, Q = E / 4;
+    extern __shared__ float4 mm_smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int nch = (p.cols + E - 1) / E, xt4 = tile_ch * Q;
+    float4 *xs = mm_smem;
+    float *sx = (float *)(mm_smem + TT * xt4);
+    sdc_best *wb = (sdc_best *)(sx + (F::QUANT ? TT * tile_ch : 0));   /* LMA: (nw, T) */
+    const int ntile = (nch + tile_ch - 1) / tile_ch;
+    const bool once = ntile == 1 && p.T <= TT;
+    const size_t rowbytes = F::QUANT ? (size_t)p.cols * F::BITS / 8 : (size_t)p.cols * F::ES;
+    const int ngroups = F::QUANT ? p.cols / p.group : 0;
+
+    if (LMA)
+        for (int i = threadIdx.x; i < nw * p.T; i += blockDim.x) wb[i] = sdc_best_none();
+    if (once) mm_stage<FMT, TT>(p, xs, sx, 0, 0, tile_ch);
+    __syncthreads();
+
+    for (int rb = blockIdx.x; rb < nrb; rb += gridDim.x) {
+        const int r0 = (rb * nw + warp) * MM_R;
+        int row[MM_R];
+#pragma unroll
+        for (int r = 0; r < MM_R; r++) row[r] = min(r0 + r, p.rows - 1);   /* past the end: loaded, never stored */
+        for (int tb = 0; tb < p.T; tb += TT) {
+            float acc[MM_R][TT];
+#pragma unroll
+            for (int r = 0; r < MM_R; r++)
+#pragma unroll
+                for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
+            for (int ti = 0; ti < ntile; ti++) {
+                const int c_lo = ti * tile_ch, c_hi = min(nch, c_lo + tile_ch);
+                int c = c_lo + lane;
+                Chunk cur, nxt;
+                if (c < c_hi) mm_load<FMT>(p, rowbytes, ngroups, row, c, cur);
+                if (!once) {
+                    __syncthreads();   /* every warp is done with the previous tile */
+                    mm_stage<FMT, TT>(p, xs, sx, tb, c_lo, tile_ch);
+                    __syncthreads();
+                }
+                while (c < c_hi) {
+                    const int cn = c + 32;
+                    const bool more = cn < c_hi;
+                    if (more) mm_load<FMT>(p, rowbytes, ngroups, row, cn, nxt);
+                    mm_chunk<FMT, TT>(cur, c - c_lo, xs, sx, xt4, tile_ch, acc);
+                    if (!more) break;
+                    cur = nxt;
+                    c = cn;
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < MM_R; r++)
+#pragma unroll
+                for (int t = 0; t < TT; t++) acc[r][t] = sdc_warp_sum(acc[r][t]);
+            if (lane == 0) {
+#pragma unroll
+                for (int r = 0; r < MM_R; r++) {
+                    const int rr = r0 + r;
+                    if (rr >= p.rows) continue;
+#pragma unroll
+                    for (int t = 0; t < TT; t++) {
+                        if (tb + t >= p.T) continue;
+                        if (LMA) sdc_best_offer(&wb[warp * p.T + tb + t], acc[r][t], rr);
+                        else p.y[(size_t)(tb + t) * (size_t)p.ldy + (size_t)rr] = acc[r][t];
+                    }
+                }
+            }
+        }
+    }
+    if (LMA) {
+        __syncthreads();
+        for (int t = threadIdx.x; t < p.T; t += blockDim.x) {
+            sdc_best b = wb[t];
+            for (int w = 1; w < nw; w++) sdc_best_offer(&b, wb[w * p.T + t].v, wb[w * p.T + t].i);
+            p.part[(size_t)t * gridDim.x + blockIdx.x] = b;
+        }
+    }
+}
+
+typedef void (*mm_fn)(const sdc_mm_params, const int, const int);
+
+/* kernel for (format, tile index 0..3 = TT 1/2/4/8, fused argmax) */
+template <int FMT, bool LMA> mm_fn mm_pick_tt(int ti) {
+    switch (ti) {
+    case 0: return mm_kernel<FMT, 1, LMA>;
+    case 1: return mm_kernel<FMT, 2, LMA>;
+    case 2: return mm_kernel<FMT, 4, LMA>;
+    default: return mm_kernel<FMT, 8, LMA>;
+    }
+}
+template <bool LMA> mm_fn mm_pick(int fmt, int ti) {
+    switch (fmt) {
+    case SDC_MM_F32: return mm_pick_tt<SDC_MM_F32, LMA>(ti);
+    case SDC_MM_F16: return mm_pick_tt<SDC_MM_F16, LMA>(ti);
+    case SDC_MM_BF16: return mm_pick_tt<SDC_MM_BF16, LMA>(ti);
+    case SDC_MM_Q4: return mm_pick_tt<SDC_MM_Q4, LMA>(ti);
+    case SDC_MM_Q8: return mm_pick_tt<SDC_MM_Q8, LMA>(ti);
+    default: return nullptr;
+    }
+}
+
+int fmt_e(int fmt) { return fmt == SDC_MM_Q4 ? 32 : fmt == SDC_MM_Q8 ? 16 : fmt == SDC_MM_F32 ? 4 : 8; }
+
+/* How one call launches (nothing here changes a row's arithmetic). */
+struct Plan {
+    mm_fn fn;
+    int ti, TT, nw, tile_ch, nrb, smem, grid;
+};
+
+cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
+    const bool quant = p->fmt == SDC_MM_Q4 || p->fmt == SDC_MM_Q8;
+    const int E = fmt_e(p->fmt), Q = E / 4, nch = (p->cols + E - 1) / E;
+    pl->ti = p->T <= 1 ? 0 : p->T <= 2 ? 1 : p->T <= 4 ? 2 : 3;
+    pl->TT = 1 << pl->ti;
+    pl->nw = 8;
+    while (pl->nw > 1 && (p->rows + MM_R * pl->nw - 1) / (MM_R * pl->nw) < d->n_sm) pl->nw >>= 1;
+    pl->nrb = (p->rows + MM_R * pl->nw - 1) / (MM_R * pl->nw);
+    const int step = pl->TT * 32 * Q * 16 + (quant ? pl->TT * 32 * 4 : 0);   /* bytes per 32 chunks */
+    const int extra = lma ? pl->nw * p->T * (int)sizeof(sdc_best) : 0;   /* on top of the budget */
+    int nstep = d->smem_budget / step;
+    const int full = (nch + 31) / 32;
+    if (nstep > full) nstep = full;
+    if (nstep < 1) nstep = 1;
+    pl->tile_ch = 32 * nstep;
+    pl->smem = nstep * step + extra;
+    pl->fn = lma ? mm_pick<true>(p->fmt, pl->ti) : mm_pick<false>(p->fmt, pl->ti);
+    if (!pl->fn || (lma && p->T > MM_LMA_MAX_T)) return cudaErrorInvalidValue;
+    int per_sm = 0;
+    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pl->fn, pl->nw * 32, (size_t)pl->smem);
+    if (e != cudaSuccess) return e;
+    if (per_sm < 1) per_sm = 1;
+    long g = (long)per_sm * d->n_sm;
+    if (g > pl->nrb) g = pl->nrb;
+    if (lma && g > MM_LMA_MAX_GRID) g = MM_LMA_MAX_GRID;
+    pl->grid = (int)g;
+    return cudaSuccess;
+}
+
+} // namespace
+
+extern "C" cudaError_t sdc_mm_init(int bytes) {
+    /* the per-warp argmax bests of a fused LM head call ride on top of the x tile budget */
+    const int lim = bytes + MM_LMA_MAX_T * 8 * (int)sizeof(sdc_best);
+    for (int lma = 0; lma < 2; lma++)
+        for (int fmt = 0; fmt < SDC_MM_NFMT; fmt++)
+            for (int ti = 0; ti < 4; ti++) {
+                mm_fn fn = lma ? mm_pick<true>(fmt, ti) : mm_pick<false>(fmt, ti);
+                cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
+                if (e != cudaSuccess) return e;
+            }
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p, const sdc_dev *d) {
+    if (p->T <= 0 || p->rows <= 0) return cudaSuccess;
+    Plan pl;
+    cudaError_t e = mm_plan(p, d, false, &pl);
+    if (e != cudaSuccess) return e;
+    pl.fn<<<pl.grid, pl.nw * 32, pl.smem, d->stream>>>(*p, pl.tile_ch, pl.nrb);
+    return sdc_launched();
+}
+
+extern "C" int sdc_lm_argmax_grid(const sdc_mm_params *p, const sdc_dev *d) {
+    Plan pl;
+    if (p->T <= 0 || p->T > MM_LMA_MAX_T || p->rows <= 0 || mm_plan(p, d, true, &pl) != cudaSuccess) return -1;
+    return pl.grid;
+}
+
+extern "C" cudaError_t sdc_lm_argmax(const sdc_mm_params *p, const sdc_dev *d) {
+    if (p->T <= 0) return cudaSuccess;
+    if (p->T > MM_LMA_MAX_T || p->rows <= 0) return cudaErrorInvalidValue;
+    Plan pl;
+    cudaError_t e = mm_plan(p, d, true, &pl);
+    if (e != cudaSuccess) return e;
+    pl.fn<<<pl.grid, pl.nw * 32, pl.smem, d->stream>>>(*p, pl.tile_ch, pl.nrb);
+    e = sdc_launched();
+    if (e != cudaSuccess) return e;
+    return sdc_best_finish(p->part, pl.grid, p->T, p->map, p->out, d);
+}

@@ -1,0 +1,50 @@
+/* matmul.h: y = x W^T for dense and affine-quantized W (matmul.cu), and the fused LM head +
+ * argmax over its rows that never writes the logits. */
+#ifndef SD_CUDA_MATMUL_H
+#define SD_CUDA_MATMUL_H
+#include "cuda/dev.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SDC_LMA_MAX_GRID 1024   /* blocks of a fused LM head call at most (its partials: T x this) */
+#define SDC_LMA_MAX_T 256       /* tokens of one fused LM head call at most */
+
+/* Weight formats: dense f32 / f16 / bf16, or 4- / 8-bit codes with per-group scale and bias. */
+enum { SDC_MM_F32 = 0, SDC_MM_F16, SDC_MM_BF16, SDC_MM_Q4, SDC_MM_Q8, SDC_MM_NFMT };
+
+typedef struct sdc_mm_params {
+    const void *w;        /* dense: (rows, cols) elements; quantized: u32 (rows, cols*bits/32) */
+    const void *scales;   /* quantized: (rows, cols/group) of sdt */
+    const void *biases;   /* quantized: (rows, cols/group) of sdt */
+    int fmt;              /* SDC_MM_* */
+    int sdt;              /* SDC_F32 / SDC_F16 / SDC_BF16: scales and biases */
+    int rows, cols, group;
+    int wvec;             /* 1: every row starts 16-byte aligned and holds whole 16-byte chunks */
+    const float *x;       /* (T, ldx) activations */
+    int ldx;
+    int xvec;             /* 1: x is 16-byte aligned and ldx % 4 == 0 (float4 loads) */
+    float *y;             /* matmul: (T, ldy) */
+    int ldy;
+    int T;
+    /* lm_argmax only */
+    sdc_best *part;       /* (T, grid) scratch: each block's best row per token */
+    const int32_t *map;   /* NULL or (rows): row index -> token id */
+    int32_t *out;         /* (T) */
+} sdc_mm_params;
+
+/* Opt every matmul kernel in to `bytes` of dynamic shared memory (once per device). */
+cudaError_t sdc_mm_init(int bytes);
+/* y (T, ldy) = x . W^T. */
+cudaError_t sdc_matmul(const sdc_mm_params *p, const sdc_dev *d);
+/* Blocks the fused LM head + argmax will launch for these parameters (part needs T x that). */
+int sdc_lm_argmax_grid(const sdc_mm_params *p, const sdc_dev *d);
+/* out[t] = map[a] (a itself when map is NULL), a = argmax_r (W x_t)[r] with the logits computed
+ * bit for bit as sdc_matmul computes them; p->part must hold T * sdc_lm_argmax_grid() entries. */
+cudaError_t sdc_lm_argmax(const sdc_mm_params *p, const sdc_dev *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,59 @@
+/* rmsnorm.cu: RMSNorm of T rows. The sum of squares of a row is reduced in an order fixed by n
+ * alone: rows of up to RN_WARP_N entries by one warp (lane l accumulates entries l, l+32, ... with
+ * fmaf, then the xor butterfly), longer rows by a block of RN_THREADS (thread i accumulates i,
+ * i+256, ..., warp butterflies, then the 8 warp sums in warp order). Then
+ * inv = 1 / sqrtf(ss / n + eps) (IEEE division and square root) and out_i = x_i * inv * w_i.
+ * x is read with plain loads: out may alias it (each element is read by the thread that later
+ * writes it, before it writes). */
+#include "cuda/rmsnorm.h"
+#include "cuda/common.cuh"
+
+namespace {
+
+constexpr int RN_THREADS = 256, RN_WARP_N = 1024;
+
+/* 8 rows per block, one warp each */
+__global__ void __launch_bounds__(RN_THREADS) rms_warp(float *out, int ldo, const float *x, int ldx, const float *w,
+                                                       int n, int T, float eps) {
+    const int row = blockIdx.x * (RN_THREADS / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= T) return;   /* whole warps: no block-wide barrier below */
+    const float *xr = x + (size_t)row * ldx;
+    float *o = out + (size_t)row * ldo;
+    float ss = 0.0f;
+    for (int i = lane; i < n; i += 32) ss = fmaf(xr[i], xr[i], ss);
+    ss = sdc_warp_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = lane; i < n; i += 32) o[i] = xr[i] * inv * __ldg(w + i);
+}
+
+/* one row per block */
+__global__ void __launch_bounds__(RN_THREADS) rms_block(float *out, int ldo, const float *x, int ldx, const float *w,
+                                                        int n, float eps) {
+    __shared__ float ws[RN_THREADS / 32];
+    const float *xr = x + (size_t)blockIdx.x * ldx;
+    float *o = out + (size_t)blockIdx.x * ldo;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < n; i += RN_THREADS) ss = fmaf(xr[i], xr[i], ss);
+    ss = sdc_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) ws[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = ws[0];
+#pragma unroll
+    for (int k = 1; k < RN_THREADS / 32; k++) tot = tot + ws[k];
+    const float inv = 1.0f / sqrtf(tot / (float)n + eps);
+    for (int i = threadIdx.x; i < n; i += RN_THREADS) o[i] = xr[i] * inv * __ldg(w + i);
+}
+
+} // namespace
+
+extern "C" cudaError_t sdc_rmsnorm(float *out, int ldo, const float *x, int ldx, const float *w, int n, int T, float eps,
+                                   const sdc_dev *d) {
+    if (T <= 0 || n <= 0) return cudaSuccess;
+    if (n <= RN_WARP_N) {
+        const int rows = RN_THREADS / 32;
+        rms_warp<<<(T + rows - 1) / rows, RN_THREADS, 0, d->stream>>>(out, ldo, x, ldx, w, n, T, eps);
+    } else {
+        rms_block<<<T, RN_THREADS, 0, d->stream>>>(out, ldo, x, ldx, w, n, eps);
+    }
+    return sdc_launched();
+}
