@@ -1,0 +1,475 @@
+/* bench_cuda.c: micro-benchmark of the CUDA backend's kernels, run through the backend table
+ * (the production entry points) and timed with CUDA events on the backend's stream. Every op
+ * sequence is recorded once (a CUDA graph, as the round runs them) and replayed; weights rotate
+ * over enough copies (>= 180 MB) that the 60 MB L2 cannot hold them. Everything is measured in
+ * one run, and each ratio is against the floor of that run: bytes the op must read divided by
+ * the device-to-device copy bandwidth measured first ((read + write bytes) / time of a 1 GiB
+ * copy; benchmarking.md). Random weights of the Qwen3 shapes (never zeros).
+ *
+ *   ./build/bench_cuda [--quick] [--device N]
+ *
+ * prints, as Markdown tables:
+ *   - device, load average, copy bandwidth (median, min, max of 20 copies);
+ *   - matmul per model shape (embedded pair, Qwen3 1.7B / 8B / 32B) and matrix (q, k = v, o,
+ *     gate = up, down, LM head 151936 x H), for 4-bit g64, 8-bit g64 (bf16 scales) and bf16, at
+ *     T = 1, 2, 4, 8, 16, 32, 64: median us (min-max) per call, GB/s, floor ratio, time / T=1;
+ *     then per model and format the matmul time of one decode step (all layers + LM head, T = 1)
+ *     against its floor;
+ *   - the fused LM head + argmax against matmul + argmax (T = 1, 4);
+ *   - attention (8B shape, bf16 KV) at 128..8192 keys, T = 1 and 4, against the KV bytes;
+ *   - the cost of one launch, eager and inside a replayed recording;
+ *   - bitwise batch-invariance self-checks (a row alone vs the same row in T = 2..64 calls, the
+ *     fused LM head vs argmax of the logits, attention rows alone vs T = 16), PASS / FAIL.
+ * --quick: the 8B shape only, T = 1 and 4 (a smoke run). */
+#ifdef SPECDEC_HAVE_CUDA
+#include "backend/backend.h"
+#include "cuda/cuda_backend.h"
+#include "util/dtype.h"
+#include <cuda_runtime_api.h>
+#endif
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef SPECDEC_HAVE_CUDA
+int main(void) {
+    fprintf(stderr, "bench_cuda: this build has no CUDA backend (nvcc was not found)\n");
+    return 1;
+}
+#else
+
+#define VOCAB 151936
+#define ROTATE_BYTES ((size_t)180 << 20)
+#define PATTERN_BYTES ((size_t)64 << 20)
+#define SAMPLES 15
+
+static sd_backend *G;
+static specdec_err E;
+static cudaStream_t S;
+static void *pattern;    /* PATTERN_BYTES of valid bf16 values, copied into every weight */
+static double bw;        /* copy bandwidth of this run, bytes/s */
+static uint64_t next_key = 1;
+
+static void die(const char *what, const char *msg) {
+    fprintf(stderr, "bench_cuda: %s: %s\n", what, msg);
+    exit(1);
+}
+
+static uint64_t rs = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) {
+    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float rnorm(void) {
+    double u1 = (double)(rnd() >> 11) / 9007199254740992.0 + 1e-300, u2 = (double)(rnd() >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static void *dalloc(size_t n) {
+    void *p = NULL;
+    if (G->i->alloc(G, n, "bench buffer", &p, &E) != SPECDEC_OK) die("alloc", E.msg);
+    return p;
+}
+static void dwrite(void *d, const void *h, size_t n) {
+    if (G->i->write(G, d, h, n, &E) != SPECDEC_OK) die("write", E.msg);
+}
+static void dread(void *h, const void *d, size_t n) {
+    if (G->i->read(G, h, d, n, &E) != SPECDEC_OK) die("read", E.msg);
+}
+static void dfill(void *d, size_t n) {
+    for (size_t off = 0; off < n; off += PATTERN_BYTES) {
+        size_t k = n - off < PATTERN_BYTES ? n - off : PATTERN_BYTES;
+        if (G->i->copy(G, (char *)d + off, pattern, k, &E) != SPECDEC_OK) die("copy", E.msg);
+    }
+}
+static float *drandom(size_t n, float scale) {
+    float *h = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = rnorm() * scale;
+    float *d = dalloc(n * sizeof(float));
+    dwrite(d, h, n * sizeof(float));
+    free(h);
+    return d;
+}
+
+static int cmpd(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct timing {
+    double med, mn, mx;   /* seconds per op */
+} timing;
+
+/* Records issue(ctx, 0..k-1) once, then times SAMPLES replays (events around each). */
+static timing time_seq(void (*issue)(void *, int), void *ctx, int k) {
+    const uint64_t key = next_key++;
+    if (!G->i->seq_begin(G, key)) {
+        for (int j = 0; j < k; j++) issue(ctx, j);
+        if (G->i->seq_end(G, key, &E) != SPECDEC_OK) die("seq_end", E.msg);
+    }
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    double v[SAMPLES];
+    for (int s = 0; s < SAMPLES; s++) {
+        cudaEventRecord(a, S);
+        if (!G->i->seq_begin(G, key)) {   /* not replayed (recording unavailable): run them */
+            for (int j = 0; j < k; j++) issue(ctx, j);
+            G->i->seq_end(G, key, &E);
+        }
+        cudaEventRecord(b, S);
+        if (cudaEventSynchronize(b) != cudaSuccess) die("timing", "event synchronize failed");
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        v[s] = 1e-3 * ms / k;
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    if (G->i->sync(G, &E) != SPECDEC_OK) die("sync", E.msg);
+    qsort(v, SAMPLES, sizeof v[0], cmpd);
+    return (timing){v[SAMPLES / 2], v[0], v[SAMPLES - 1]};
+}
+
+/* ---- copy bandwidth ---- */
+
+static void measure_bw(void) {
+    const size_t n = (size_t)1 << 30;
+    void *a = dalloc(n), *b = dalloc(n);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    double v[20];
+    for (int r = -2; r < 20; r++) {
+        cudaEventRecord(e0, S);
+        if (G->i->copy(G, b, a, n, &E) != SPECDEC_OK) die("copy", E.msg);
+        cudaEventRecord(e1, S);
+        cudaEventSynchronize(e1);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (r >= 0) v[r] = 2.0 * (double)n / (1e-3 * ms);
+    }
+    qsort(v, 20, sizeof v[0], cmpd);
+    bw = v[10];
+    printf("copy bandwidth (1 GiB device-to-device, read + write bytes / time, 20 copies): median %.0f GB/s "
+           "(min %.0f, max %.0f); floors below use the median\n\n", 1e-9 * bw, 1e-9 * v[0], 1e-9 * v[19]);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    G->i->release(G, a);
+    G->i->release(G, b);
+}
+
+/* ---- weights ---- */
+
+typedef struct fmt { const char *name; int bits, group; } fmt;
+static const fmt FMTS[] = {{"q4g64", 4, 64}, {"q8g64", 8, 64}, {"bf16", 0, 0}};
+
+static sd_mat make_mat(int rows, int cols, const fmt *f) {
+    sd_mat m;
+    memset(&m, 0, sizeof m);
+    m.rows = rows;
+    m.cols = cols;
+    m.dtype = SPECDEC_DTYPE_BF16;
+    m.bits = f->bits;
+    m.group = f->group;
+    size_t wb = f->bits ? (size_t)rows * cols * f->bits / 8 : (size_t)rows * cols * 2;
+    void *w = dalloc(wb);
+    dfill(w, wb);
+    m.w = w;
+    if (f->bits) {
+        size_t sb = (size_t)rows * (cols / f->group) * 2;
+        void *s = dalloc(sb), *b = dalloc(sb);
+        dfill(s, sb);
+        dfill(b, sb);
+        m.scales = s;
+        m.biases = b;
+    }
+    return m;
+}
+static void free_mat(sd_mat *m) {
+    G->i->release(G, (void *)m->w);
+    G->i->release(G, (void *)m->scales);
+    G->i->release(G, (void *)m->biases);
+}
+
+typedef struct mm_ctx {
+    sd_mat *w;        /* ncopy copies */
+    int ncopy;
+    const float *x;
+    float *y;
+    int T, lma;
+    int32_t *out;
+} mm_ctx;
+
+static void issue_mm(void *p, int j) {
+    mm_ctx *c = p;
+    const sd_mat *w = &c->w[j % c->ncopy];
+    specdec_status st = c->lma ? G->i->lm_argmax(G, w, c->x, w->cols, c->T, NULL, c->out)
+                               : G->i->matmul(G, w, c->x, w->cols, c->y, w->rows, c->T);
+    if (st == SPECDEC_OK && c->lma == 2) st = G->i->argmax(G, c->y, w->rows, c->T, NULL, c->out);
+    if (st != SPECDEC_OK) die("matmul", G->err.msg);
+}
+
+/* ---- matmul tables ---- */
+
+typedef struct shape { const char *name; int H, I, nh, nkv, hd, layers; } shape;
+static const shape SHAPES[] = {
+    {"embedded (qwen3-kernel)", 384, 640, 6, 2, 128, 8},
+    {"qwen3-1.7b", 2048, 6144, 16, 8, 128, 28},
+    {"qwen3-8b", 4096, 12288, 32, 8, 128, 36},
+    {"qwen3-32b", 5120, 25600, 64, 8, 128, 64},
+};
+
+static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
+    const char *mname[6] = {"q", "k,v", "o", "gate,up", "down", "lm_head"};
+    const int rows[6] = {sh->nh * sh->hd, sh->nkv * sh->hd, sh->H, sh->I, sh->H, VOCAB};
+    const int cols[6] = {sh->H, sh->H, sh->nh * sh->hd, sh->H, sh->I, sh->H};
+    const int per_layer[6] = {1, 2, 1, 2, 1, 0};
+    double step_t = 0, step_floor = 0;
+    printf("| %s %s | rows x cols | MB | T | us median (min-max) | GB/s | x floor | x T=1 |\n", sh->name, f->name);
+    printf("|---|---|---|---|---|---|---|---|\n");
+    float *x = drandom((size_t)64 * 25600, 1.0f), *y = dalloc((size_t)64 * VOCAB * sizeof(float));
+    for (int m = 0; m < 6; m++) {
+        sd_mat one = make_mat(rows[m], cols[m], f);
+        const double bytes = (double)sd_mat_bytes(&one);
+        int ncopy = (int)((double)ROTATE_BYTES / bytes) + 1;
+        if (ncopy > 64) ncopy = 64;
+        sd_mat *w = malloc(sizeof(sd_mat) * (size_t)ncopy);
+        w[0] = one;
+        for (int c = 1; c < ncopy; c++) w[c] = make_mat(rows[m], cols[m], f);
+        double t1 = 0;
+        for (int k = 0; k < nT; k++) {
+            mm_ctx c = {w, ncopy, x, y, Ts[k], 0, NULL};
+            timing t = time_seq(issue_mm, &c, ncopy < 8 ? 8 : ncopy);
+            if (Ts[k] == 1) t1 = t.med;
+            const double floor = bytes / bw;
+            printf("| %s | %d x %d | %.1f | %d | %.1f (%.1f-%.1f) | %.0f | %.2f | %s%.2f |\n", mname[m], rows[m], cols[m],
+                   bytes * 1e-6, Ts[k], 1e6 * t.med, 1e6 * t.mn, 1e6 * t.mx, 1e-9 * bytes / t.med, t.med / floor,
+                   t1 > 0 ? "" : "-", t1 > 0 ? t.med / t1 : 0.0);
+            if (Ts[k] == 1) {
+                const int times = m == 5 ? 1 : per_layer[m] * sh->layers;
+                step_t += times * t.med;
+                step_floor += times * floor;
+            }
+        }
+        for (int c = 0; c < ncopy; c++) free_mat(&w[c]);
+        free(w);
+    }
+    printf("\n%s %s: matmuls of one decode step (T = 1, %d layers + LM head): %.3f ms, floor %.3f ms, x %.2f\n\n",
+           sh->name, f->name, sh->layers, 1e3 * step_t, 1e3 * step_floor, step_t / step_floor);
+    G->i->release(G, x);
+    G->i->release(G, y);
+}
+
+/* ---- the fused LM head ---- */
+
+static void bench_lm_argmax(void) {
+    printf("| LM head %d x 4096 | T | matmul + argmax us | lm_argmax us | ratio |\n|---|---|---|---|---|\n", VOCAB);
+    float *x = drandom((size_t)4 * 4096, 1.0f), *y = dalloc((size_t)4 * VOCAB * sizeof(float));
+    int32_t *out = dalloc(64);
+    for (int fi = 0; fi < 3; fi += 2) {
+        sd_mat w = make_mat(VOCAB, 4096, &FMTS[fi]);
+        for (int T = 1; T <= 4; T += 3) {
+            mm_ctx a = {&w, 1, x, y, T, 2, out}, b = {&w, 1, x, y, T, 1, out};
+            timing ta = time_seq(issue_mm, &a, 4), tb = time_seq(issue_mm, &b, 4);
+            printf("| %s | %d | %.1f | %.1f | %.2f |\n", FMTS[fi].name, T, 1e6 * ta.med, 1e6 * tb.med, tb.med / ta.med);
+        }
+        free_mat(&w);
+    }
+    printf("\n");
+    G->i->release(G, x);
+    G->i->release(G, y);
+    G->i->release(G, out);
+}
+
+/* ---- attention ---- */
+
+typedef struct at_ctx {
+    sd_attn_shape s;
+    sd_kv_layer kv;
+    const float *q;
+    float *o;
+    int T;
+    int32_t *pos;
+} at_ctx;
+
+static void issue_attn(void *p, int j) {
+    at_ctx *c = p;
+    (void)j;
+    if (G->i->attention(G, &c->s, &c->kv, c->q, c->o, c->T, (sd_pos){c->pos, 0}) != SPECDEC_OK)
+        die("attention", G->err.msg);
+}
+
+static void bench_attention(void) {
+    const sd_attn_shape s = {32, 8, 128, SD_KV_BF16};
+    const int nmax = 8192 + 64, row = s.n_kv_heads * s.head_dim;
+    at_ctx c = {s, {dalloc((size_t)nmax * row * 2), dalloc((size_t)nmax * row * 2)}, NULL, NULL, 1, NULL};
+    dfill(c.kv.k, (size_t)nmax * row * 2);
+    dfill(c.kv.v, (size_t)nmax * row * 2);
+    c.q = drandom((size_t)64 * 32 * 128, 1.0f);
+    c.o = dalloc((size_t)64 * 32 * 128 * 4);
+    c.pos = dalloc(4);
+    printf("| attention 32/8 heads, hd 128, bf16 KV | keys | T | us median (min-max) | KV MB | x floor |\n|---|---|---|---|---|---|\n");
+    for (int n = 128; n <= 8192; n *= 4)
+        for (int T = 1; T <= 4; T += 3) {
+            int32_t p0 = n - 1;   /* the first row sees n keys */
+            dwrite(c.pos, &p0, 4);
+            c.T = T;
+            timing t = time_seq(issue_attn, &c, 8);
+            double bytes = 2.0 * (double)(n + T - 1) * row * 2;
+            printf("| | %d | %d | %.1f (%.1f-%.1f) | %.2f | %.2f |\n", n, T, 1e6 * t.med, 1e6 * t.mn, 1e6 * t.mx, 1e-6 * bytes,
+                   t.med / (bytes / bw));
+        }
+    printf("\n");
+    G->i->release(G, c.kv.k);
+    G->i->release(G, c.kv.v);
+    G->i->release(G, (void *)c.q);
+    G->i->release(G, c.o);
+    G->i->release(G, c.pos);
+}
+
+/* ---- launch cost ---- */
+
+typedef struct add_ctx { float *x; } add_ctx;
+static void issue_add(void *p, int j) {
+    (void)j;
+    if (G->i->add(G, ((add_ctx *)p)->x, ((add_ctx *)p)->x + 1, 1) != SPECDEC_OK) die("add", G->err.msg);
+}
+
+static void bench_launch(void) {
+    add_ctx c = {dalloc(64)};
+    timing tg = time_seq(issue_add, &c, 100);
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    double v[SAMPLES];
+    for (int s = 0; s < SAMPLES; s++) {
+        cudaEventRecord(a, S);
+        for (int j = 0; j < 100; j++) issue_add(&c, j);
+        cudaEventRecord(b, S);
+        cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        v[s] = 1e-3 * ms / 100;
+    }
+    qsort(v, SAMPLES, sizeof v[0], cmpd);
+    printf("one tiny op (add of 1 float), 100 in a row: eager %.2f us per op, replayed recording %.2f us per op\n\n",
+           1e6 * v[SAMPLES / 2], 1e6 * tg.med);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    G->i->release(G, c.x);
+}
+
+/* ---- batch invariance ---- */
+
+static void check_invariance(void) {
+    const int R = 4096, C = 4096;
+    float *x = drandom((size_t)64 * C, 1.0f), *y = dalloc((size_t)64 * R * 4);
+    float *one = malloc((size_t)64 * R * 4), *got = malloc((size_t)64 * R * 4);
+    for (int fi = 0; fi < 3; fi++) {
+        sd_mat w = make_mat(R, C, &FMTS[fi]);
+        for (int t = 0; t < 64; t++) {
+            if (G->i->matmul(G, &w, x + (size_t)t * C, C, y, R, 1) != SPECDEC_OK) die("matmul", G->err.msg);
+            dread(one + (size_t)t * R, y, (size_t)R * 4);
+        }
+        int bad = 0;
+        for (int T = 2; T <= 64; T++) {
+            if (G->i->matmul(G, &w, x, C, y, R, T) != SPECDEC_OK) die("matmul", G->err.msg);
+            dread(got, y, (size_t)T * R * 4);
+            bad += memcmp(got, one, (size_t)T * R * 4) != 0;
+        }
+        printf("invariance matmul %d x %d %s, every row alone vs inside T = 2..64: %s (%d of 63 calls differ)\n", R, C,
+               FMTS[fi].name, bad ? "FAIL" : "PASS", bad);
+        free_mat(&w);
+    }
+    /* fused LM head vs argmax of the logits */
+    sd_mat lm = make_mat(VOCAB, C, &FMTS[0]);
+    float *logits = malloc((size_t)8 * VOCAB * 4), *dl = dalloc((size_t)8 * VOCAB * 4);
+    int32_t *dout = dalloc(64), out[8];
+    if (G->i->matmul(G, &lm, x, C, dl, VOCAB, 8) != SPECDEC_OK) die("matmul", G->err.msg);
+    dread(logits, dl, (size_t)8 * VOCAB * 4);
+    int bad = 0;
+    for (int T = 1; T <= 8; T++) {
+        if (G->i->lm_argmax(G, &lm, x, C, T, NULL, dout) != SPECDEC_OK) die("lm_argmax", G->err.msg);
+        dread(out, dout, (size_t)T * 4);
+        for (int t = 0; t < T; t++) {
+            const float *r = logits + (size_t)t * VOCAB;
+            int a = 0;
+            for (int i = 1; i < VOCAB; i++)
+                if (r[i] > r[a]) a = i;
+            bad += out[t] != a;
+        }
+    }
+    printf("invariance fused LM head %d x %d q4g64 vs argmax of the matmul logits, T = 1..8: %s (%d rows differ)\n", VOCAB, C,
+           bad ? "FAIL" : "PASS", bad);
+    free_mat(&lm);
+    G->i->release(G, dl);
+    G->i->release(G, dout);
+    free(logits);
+    /* attention rows alone vs T = 16 at 3000 keys */
+    const sd_attn_shape s = {32, 8, 128, SD_KV_BF16};
+    const int n = 3100, qn = 32 * 128;
+    sd_kv_layer kv = {dalloc((size_t)n * 1024 * 2), dalloc((size_t)n * 1024 * 2)};
+    dfill(kv.k, (size_t)n * 1024 * 2);
+    dfill(kv.v, (size_t)n * 1024 * 2);
+    int32_t p0 = 3000, *dp = dalloc(4);
+    dwrite(dp, &p0, 4);
+    for (int t = 0; t < 16; t++) {
+        if (G->i->attention(G, &s, &kv, x + (size_t)t * qn, y, 1, (sd_pos){dp, t}) != SPECDEC_OK) die("attention", G->err.msg);
+        dread(one + (size_t)t * qn, y, (size_t)qn * 4);
+    }
+    if (G->i->attention(G, &s, &kv, x, y, 16, (sd_pos){dp, 0}) != SPECDEC_OK) die("attention", G->err.msg);
+    dread(got, y, (size_t)16 * qn * 4);
+    bad = memcmp(got, one, (size_t)16 * qn * 4) != 0;
+    printf("invariance attention 32/8 heads at 3000 keys, rows alone vs T = 16: %s\n\n", bad ? "FAIL" : "PASS");
+    G->i->release(G, kv.k);
+    G->i->release(G, kv.v);
+    G->i->release(G, dp);
+    G->i->release(G, x);
+    G->i->release(G, y);
+    free(one);
+    free(got);
+}
+
+int main(int argc, char **argv) {
+    bool quick = false;
+    sd_backend_opts o;
+    memset(&o, 0, sizeof o);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc) o.device = atoi(argv[++i]);
+        else die("usage", "bench_cuda [--quick] [--device N]");
+    }
+    if (sd_backend_create("cuda", &o, &G, &E) != SPECDEC_OK) die("cuda backend", E.msg);
+    S = sd_cuda_stream(G);
+    FILE *la = fopen("/proc/loadavg", "r");
+    char load[128] = "?";
+    if (la) {
+        if (!fgets(load, sizeof load, la)) strcpy(load, "?\n");
+        fclose(la);
+    }
+    printf("# bench_cuda%s\n\ndevice: %s; load average: %s\n", quick ? " --quick" : "", G->i->kernels(G), load);
+    /* the fill pattern: valid bf16 values (scales, biases and dense weights stay finite) */
+    uint16_t *h = malloc(PATTERN_BYTES);
+    for (size_t i = 0; i < PATTERN_BYTES / 2; i++) h[i] = sd_f32_to_bf16(0.02f * rnorm());
+    pattern = dalloc(PATTERN_BYTES);
+    dwrite(pattern, h, PATTERN_BYTES);
+    free(h);
+    measure_bw();
+    check_invariance();
+    bench_launch();
+    const int Tall[] = {1, 2, 4, 8, 16, 32, 64}, Tq[] = {1, 4};
+    for (int si = 0; si < 4; si++) {
+        if (quick && si != 2) continue;
+        for (int fi = 0; fi < 3; fi++) bench_matmul(&SHAPES[si], &FMTS[fi], quick ? Tq : Tall, quick ? 2 : 7);
+    }
+    bench_lm_argmax();
+    bench_attention();
+    G->i->release(G, pattern);
+    sd_backend_free(G);
+    return 0;
+}
+#endif

@@ -1,0 +1,307 @@
+/* test_cuda_kernels.c: the CUDA kernels' arithmetic. Everywhere: the host self-check
+ * (sd_cuda_selfcheck: the device functions' bit-level arithmetic run on the CPU against the C
+ * code). On a machine with a CUDA device, the compute ops against the scalar reference backend
+ * and their batch invariance:
+ *   matmul: every weight layout (dense f32/f16/bf16 with aligned and unaligned rows, 4- and
+ *     8-bit with groups 32/64/128 and f32/f16/bf16 scales), T = 1..64: within a rounding bound
+ *     of the double-precision reference, and every row bitwise equal to the same row computed
+ *     alone (T = 1); the fused LM head's argmax equals the argmax of those logits, with a map;
+ *   embed: bitwise sd_mat_row_f32; rope, add, kv_store: bitwise the reference; rmsnorm, silu_mul:
+ *     within a few ulps, rmsnorm bitwise across T and in place;
+ *   attention: GQA shapes, head_dim 16..256, f32/bf16/f16 caches, contexts up to 33 chunks (the
+ *     split slots wrap): within tolerance, and each row bitwise equal alone, inside T = 4 / 9
+ *     and across a call split in two. */
+#include "cuda_test.h"
+#ifdef SPECDEC_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
+/* ---- matmul and the fused LM head ---- */
+
+/* |w| summed against |x|, per the quantized value's two parts (|s q| + |b|): the scale of the
+ * rounding error any summation order makes */
+static void mm_mag(const sd_mat *m, const float *x, int ldx, int T, double *mag) {
+    float *w = malloc(sizeof(float) * (size_t)m->cols);
+    for (int r = 0; r < m->rows; r++) {
+        sd_mat_row_f32(m, r, w);
+        for (int t = 0; t < T; t++) {
+            double s = 0.0;
+            for (int j = 0; j < m->cols; j++) {
+                double a = fabs((double)w[j]);
+                if (m->bits) a += 2.0 * fabs((double)sd_elem_f32(m->dtype, m->biases,
+                                                                 (size_t)r * (m->cols / m->group) + j / m->group));
+                s += a * fabs((double)x[(size_t)t * ldx + j]);
+            }
+            mag[(size_t)t * m->rows + r] = s;
+        }
+    }
+    free(w);
+}
+
+static int32_t host_argmax(const float *v, int n) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (v[i] == v[i] && (best < 0 || v[i] > v[best])) best = i;
+    return best < 0 ? 0 : best;
+}
+
+static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int group) {
+    enum { TMAX = 64 };
+    hmat h = hmat_make(rows, cols, dt, bits, group, true);
+    const int ldx = cols + 3, ldy = rows + 1;
+    const size_t nx = (size_t)TMAX * ldx, ny = (size_t)TMAX * ldy;
+    float *x = malloc(nx * 4), *y = malloc(ny * 4), *yref = malloc(ny * 4), *one = malloc((size_t)TMAX * rows * 4);
+    double *mag = malloc(sizeof(double) * (size_t)TMAX * rows);
+    fill_normal(x, nx, 1.0f);
+    float *dx = dput(x, nx * 4), *dy = dput(NULL, ny * 4);
+    int32_t *dout = dput(NULL, TMAX * 4), out[TMAX];
+    char what[96];
+    snprintf(what, sizeof what, "matmul %dx%d %s %d-bit g%d", rows, cols, specdec_dtype_name(dt), bits, group);
+
+    for (int t = 0; t < TMAX; t++) {   /* every row alone */
+        CHECK_OP(G, G->i->matmul(G, &h.d, dx + (size_t)t * ldx, ldx, dy, ldy, 1), what);
+        dget(one + (size_t)t * rows, dy, (size_t)rows * 4);
+    }
+    CHECK_OP(R, R->i->matmul(R, &h.m, x, ldx, yref, ldy, TMAX), "reference matmul");
+    mm_mag(&h.m, x, ldx, TMAX, mag);
+    int bad = 0;
+    const double u = 6e-8 * (cols / 8 + 64);   /* unit roundoff times a bound on any term's depth */
+    for (int t = 0; t < TMAX; t++)
+        for (int r = 0; r < rows; r++) {
+            double d = fabs((double)one[(size_t)t * rows + r] - (double)yref[(size_t)t * ldy + r]);
+            if (!(d <= u * mag[(size_t)t * rows + r] + 1e-30) && bad++ < 3)
+                CHECK(0, "%s: row %d token %d: %.9g vs reference %.9g", what, r, t, (double)one[(size_t)t * rows + r],
+                      (double)yref[(size_t)t * ldy + r]);
+        }
+    CHECK(bad == 0, "%s: %d values off the reference", what, bad);
+
+    const int Ts[] = {2, 3, 4, 5, 8, 9, 17, 33, 64};
+    for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+        const int T = Ts[k];
+        CHECK_OP(G, G->i->matmul(G, &h.d, dx, ldx, dy, ldy, T), what);
+        dget(y, dy, (size_t)T * ldy * 4);
+        int diff = 0;
+        for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
+        CHECK(diff == 0, "%s: %d of %d rows at T = %d differ from the row alone (batch invariance)", what, diff, T, T);
+    }
+
+    /* fused LM head: plain and through a map (row r -> token 7 * r + 1) */
+    int32_t *map = malloc(sizeof(int32_t) * (size_t)rows);
+    for (int r = 0; r < rows; r++) map[r] = 7 * r + 1;
+    int32_t *dmap = dput(map, sizeof(int32_t) * (size_t)rows);
+    const int Tl[] = {1, 3, 8, 64};
+    for (size_t k = 0; k < sizeof Tl / sizeof Tl[0]; k++)
+        for (int use_map = 0; use_map < 2; use_map++) {
+            const int T = Tl[k];
+            CHECK_OP(G, G->i->lm_argmax(G, &h.d, dx, ldx, T, use_map ? dmap : NULL, dout), "lm_argmax");
+            dget(out, dout, (size_t)T * 4);
+            for (int t = 0; t < T; t++) {
+                int32_t a = host_argmax(one + (size_t)t * rows, rows);
+                CHECK(out[t] == (use_map ? map[a] : a), "%s: lm_argmax T %d token %d: %d, argmax of the logits %d", what, T,
+                      t, out[t], use_map ? map[a] : a);
+            }
+        }
+    dfree(dmap);
+    free(map);
+    dfree(dx);
+    dfree(dy);
+    dfree(dout);
+    free(x); free(y); free(yref); free(one); free(mag);
+    hmat_free(&h);
+}
+
+/* ---- embed, rmsnorm, rope, silu_mul, add, kv_store ---- */
+
+static void test_embed(int rows, int cols, specdec_dtype dt, int bits, int group) {
+    hmat h = hmat_make(rows, cols, dt, bits, group, true);
+    enum { T = 7 };
+    int32_t ids[T];
+    for (int t = 0; t < T; t++) ids[t] = (int32_t)(rnd() % (uint64_t)rows);
+    ids[T - 1] = rows - 1;
+    const int ldx = cols + 2;
+    int32_t *dids = dput(ids, sizeof ids);
+    float *dx = dput(NULL, sizeof(float) * T * ldx), *x = malloc(sizeof(float) * T * ldx), *want = malloc(sizeof(float) * cols);
+    CHECK_OP(G, G->i->embed(G, &h.d, dids, T, dx, ldx), "embed");
+    dget(x, dx, sizeof(float) * T * ldx);
+    for (int t = 0; t < T; t++) {
+        sd_mat_row_f32(&h.m, ids[t], want);
+        CHECK(same_bits(x + (size_t)t * ldx, want, sizeof(float) * cols), "embed %s %d-bit: row %d differs from sd_mat_row_f32",
+              specdec_dtype_name(dt), bits, ids[t]);
+    }
+    dfree(dids); dfree(dx); free(x); free(want);
+    hmat_free(&h);
+}
+
+static void test_rmsnorm(int n) {
+    enum { T = 9 };
+    const int ld = n + 5;
+    const size_t nx = (size_t)T * ld;
+    float *x = malloc(nx * 4), *w = malloc((size_t)n * 4), *o = malloc(nx * 4), *ref = malloc(nx * 4), *o1 = malloc(nx * 4);
+    fill_normal(x, nx, 2.0f);
+    fill_normal(w, (size_t)n, 1.0f);
+    float *dx = dput(x, nx * 4), *dw = dput(w, (size_t)n * 4), *dout = dput(NULL, nx * 4);
+    CHECK_OP(G, G->i->rmsnorm(G, dout, ld, dx, ld, dw, n, T, 1e-6f), "rmsnorm");
+    dget(o, dout, nx * 4);
+    CHECK_OP(R, R->i->rmsnorm(R, ref, ld, x, ld, w, n, T, 1e-6f), "reference rmsnorm");
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < n; i++) {
+            double a = o[(size_t)t * ld + i], b = ref[(size_t)t * ld + i];
+            if (!(fabs(a - b) <= 4e-6 * fabs(b) + 1e-30)) {
+                CHECK(0, "rmsnorm n %d: row %d entry %d: %.9g vs %.9g", n, t, i, a, b);
+                break;
+            }
+        }
+        CHECK_OP(G, G->i->rmsnorm(G, dout, ld, dx + (size_t)t * ld, ld, dw, n, 1, 1e-6f), "rmsnorm T=1");
+        dget(o1, dout, (size_t)n * 4);
+        CHECK(same_bits(o1, o + (size_t)t * ld, (size_t)n * 4), "rmsnorm n %d: row %d alone differs", n, t);
+    }
+    CHECK_OP(G, G->i->rmsnorm(G, dx, ld, dx, ld, dw, n, T, 1e-6f), "rmsnorm in place");
+    dget(o1, dx, nx * 4);
+    for (int t = 0; t < T; t++)
+        CHECK(same_bits(o1 + (size_t)t * ld, o + (size_t)t * ld, (size_t)n * 4), "rmsnorm n %d in place: row %d differs", n, t);
+    dfree(dx); dfree(dw); dfree(dout);
+    free(x); free(w); free(o); free(ref); free(o1);
+}
+
+static void test_pointwise(void) {
+    /* rope: rows at positions 12..16 (base 10, off 2), tables of 64 positions */
+    enum { T = 5, NH = 3, HD = 16, NCTX = 64 };
+    float x[T * NH * HD], xr[T * NH * HD], ct[NCTX * HD / 2], st[NCTX * HD / 2];
+    fill_normal(x, T * NH * HD, 1.0f);
+    for (int i = 0; i < NCTX * HD / 2; i++) { ct[i] = cosf(0.37f * i); st[i] = sinf(0.37f * i); }
+    memcpy(xr, x, sizeof x);
+    int32_t base = 10;
+    int32_t *dbase = dint(base);
+    float *dxp = dput(x, sizeof x), *dct = dput(ct, sizeof ct), *dst = dput(st, sizeof st);
+    CHECK_OP(G, G->i->rope(G, dxp, T, NH, HD, (sd_pos){dbase, 2}, dct, dst), "rope");
+    CHECK_OP(R, R->i->rope(R, xr, T, NH, HD, (sd_pos){&base, 2}, ct, st), "reference rope");
+    dget(x, dxp, sizeof x);
+    CHECK(same_bits(x, xr, sizeof x), "rope differs from the reference");
+
+    /* silu_mul (expf differs by ulps from libm's), then add (exact) on the device's result */
+    enum { N = 1000, TT = 3 };
+    static float g[N * TT], u[N * TT], gr[N * TT], a[N * TT];
+    fill_normal(g, N * TT, 3.0f);
+    fill_normal(u, N * TT, 1.0f);
+    memcpy(gr, g, sizeof g);
+    float *dg = dput(g, sizeof g), *du = dput(u, sizeof u);
+    CHECK_OP(G, G->i->silu_mul(G, dg, du, N, TT), "silu_mul");
+    CHECK_OP(R, R->i->silu_mul(R, gr, u, N, TT), "reference silu_mul");
+    dget(g, dg, sizeof g);
+    int bad = 0;
+    for (int i = 0; i < N * TT; i++) bad += !(fabsf(g[i] - gr[i]) <= 4e-7f * fabsf(gr[i]) + 1e-30f);
+    CHECK(bad == 0, "silu_mul: %d values off the reference", bad);
+    memcpy(a, g, sizeof a);
+    CHECK_OP(G, G->i->add(G, dg, du, (size_t)N * TT), "add");
+    CHECK_OP(R, R->i->add(R, a, u, (size_t)N * TT), "reference add");
+    dget(g, dg, sizeof g);
+    CHECK(same_bits(g, a, sizeof g), "add differs from the reference");
+
+    /* kv_store: rows 3..6 of a 10-row cache, each dtype, bitwise the reference */
+    enum { RE = 40, NR = 10, KT = 4 };
+    float src[KT * RE];
+    fill_normal(src, KT * RE, 5.0f);
+    src[0] = NAN; src[1] = INFINITY; src[2] = 1e-30f; src[3] = 70000.0f;
+    float *dsrc = dput(src, sizeof src);
+    int32_t kbase = 1;
+    int32_t *dkb = dint(kbase);
+    for (int dt = 0; dt < 3; dt++) {
+        size_t bytes = sd_kv_elem_size((sd_kv_dtype_e)dt) * NR * RE;
+        unsigned char *hc = calloc(1, bytes), *gc = malloc(bytes);
+        void *dc = dput(NULL, bytes);
+        CHECK_OP(G, G->i->kv_store(G, (sd_kv_dtype_e)dt, dc, RE, dsrc, KT, (sd_pos){dkb, 2}), "kv_store");
+        CHECK_OP(R, R->i->kv_store(R, (sd_kv_dtype_e)dt, hc, RE, src, KT, (sd_pos){&kbase, 2}), "reference kv_store");
+        dget(gc, dc, bytes);
+        CHECK(same_bits(gc, hc, bytes), "kv_store dtype %d differs from the reference", dt);
+        dfree(dc);
+        free(hc); free(gc);
+    }
+    dfree(dsrc); dfree(dkb); dfree(dbase); dfree(dxp); dfree(dct); dfree(dst); dfree(dg); dfree(du);
+}
+
+/* ---- attention ---- */
+
+static void test_attention(int nh, int nkv, int hd, sd_kv_dtype_e dt, int pos0) {
+    enum { TMAX = 9 };
+    const sd_attn_shape s = {nh, nkv, hd, dt};
+    const int n_ctx = pos0 + TMAX, row = nkv * hd, qn = nh * hd;
+    const size_t es = sd_kv_elem_size(dt), cbytes = (size_t)n_ctx * row * es;
+    unsigned char *k = malloc(cbytes), *v = malloc(cbytes);
+    float *tmp = calloc((size_t)n_ctx * row, sizeof(float));
+    fill_normal(tmp, (size_t)n_ctx * row, 1.0f);
+    int32_t zero = 0;
+    CHECK_OP(R, R->i->kv_store(R, dt, k, row, tmp, n_ctx, (sd_pos){&zero, 0}), "reference kv_store");
+    fill_normal(tmp, (size_t)n_ctx * row, 1.0f);
+    CHECK_OP(R, R->i->kv_store(R, dt, v, row, tmp, n_ctx, (sd_pos){&zero, 0}), "reference kv_store");
+    float *q = malloc(sizeof(float) * TMAX * qn), *o = malloc(sizeof(float) * TMAX * qn);
+    float *ref = malloc(sizeof(float) * TMAX * qn), *one = malloc(sizeof(float) * TMAX * qn);
+    fill_normal(q, (size_t)TMAX * qn, 1.5f);
+    sd_kv_layer hkv = {k, v}, dkv = {dput(k, cbytes), dput(v, cbytes)};
+    float *dq = dput(q, sizeof(float) * TMAX * qn), *dout = dput(NULL, sizeof(float) * TMAX * qn);
+    int32_t *dp = dint(pos0);
+    char what[96];
+    snprintf(what, sizeof what, "attention %d/%d heads, hd %d, kv dtype %d, at %d", nh, nkv, hd, (int)dt, pos0);
+
+    CHECK_OP(R, R->i->attention(R, &s, &hkv, q, ref, TMAX, (sd_pos){&pos0, 0}), "reference attention");
+    for (int t = 0; t < TMAX; t++) {
+        CHECK_OP(G, G->i->attention(G, &s, &dkv, dq + (size_t)t * qn, dout, 1, (sd_pos){dp, t}), what);
+        dget(one + (size_t)t * qn, dout, sizeof(float) * qn);
+    }
+    int bad = 0;
+    for (int i = 0; i < TMAX * qn; i++) bad += !(fabsf(one[i] - ref[i]) <= 2e-5f);
+    CHECK(bad == 0, "%s: %d values off the reference", what, bad);
+    const int Ts[] = {4, 9};
+    for (int k2 = 0; k2 < 2; k2++) {
+        CHECK_OP(G, G->i->attention(G, &s, &dkv, dq, dout, Ts[k2], (sd_pos){dp, 0}), what);
+        dget(o, dout, sizeof(float) * Ts[k2] * qn);
+        CHECK(same_bits(o, one, sizeof(float) * Ts[k2] * qn), "%s: rows at T = %d differ from the rows alone", what, Ts[k2]);
+    }
+    /* the same 9 rows as a call of 2 then a call of 7 */
+    CHECK_OP(G, G->i->attention(G, &s, &dkv, dq, dout, 2, (sd_pos){dp, 0}), what);
+    CHECK_OP(G, G->i->attention(G, &s, &dkv, dq + 2 * qn, dout + 2 * qn, 7, (sd_pos){dp, 2}), what);
+    dget(o, dout, sizeof(float) * TMAX * qn);
+    CHECK(same_bits(o, one, sizeof(float) * TMAX * qn), "%s: a call split 2 + 7 differs", what);
+    dfree(dkv.k); dfree(dkv.v); dfree(dq); dfree(dout); dfree(dp);
+    free(k); free(v); free(tmp); free(q); free(o); free(ref); free(one);
+}
+
+int main(void) {
+#ifdef SPECDEC_HAVE_CUDA
+    char msg[512];
+    int bad = sd_cuda_selfcheck(msg, sizeof msg);
+    CHECK(bad == 0, "self-check of the device arithmetic on the host: %d mismatches, first: %s", bad, msg);
+#else
+    CHECK(!sd_backend_cuda_available(), "a build without the CUDA backend reports a CUDA device");
+#endif
+    if (!cuda_setup()) {
+        fprintf(stderr, "test_cuda_kernels: no CUDA device: the device ops were not run\n");
+        cuda_teardown();
+        return check_finish("test_cuda_kernels");
+    }
+    fprintf(stderr, "test_cuda_kernels: %s\n", G->i->kernels(G));
+    test_matmul(37, 50, SPECDEC_DTYPE_F32, 0, 0);      /* rows not 16-byte aligned */
+    test_matmul(64, 130, SPECDEC_DTYPE_BF16, 0, 0);
+    test_matmul(129, 256, SPECDEC_DTYPE_F16, 0, 0);
+    test_matmul(300, 1024, SPECDEC_DTYPE_BF16, 0, 0);
+    test_matmul(70, 384, SPECDEC_DTYPE_BF16, 4, 32);
+    test_matmul(257, 4096, SPECDEC_DTYPE_BF16, 4, 64);  /* several column tiles at 8 tokens */
+    test_matmul(33, 256, SPECDEC_DTYPE_F16, 8, 128);
+    test_matmul(100, 2048, SPECDEC_DTYPE_F32, 8, 64);
+    test_matmul(40, 12288, SPECDEC_DTYPE_BF16, 4, 64);
+    test_matmul(2000, 384, SPECDEC_DTYPE_F16, 4, 128);
+    test_embed(500, 384, SPECDEC_DTYPE_BF16, 4, 64);
+    test_embed(300, 256, SPECDEC_DTYPE_F32, 8, 32);
+    test_embed(200, 96, SPECDEC_DTYPE_F16, 0, 0);
+    test_embed(200, 100, SPECDEC_DTYPE_BF16, 0, 0);
+    const int ns[] = {16, 128, 384, 1024, 1025, 4096};
+    for (int i = 0; i < 6; i++) test_rmsnorm(ns[i]);
+    test_pointwise();
+    test_attention(4, 2, 64, SD_KV_F32, 0);
+    test_attention(6, 2, 128, SD_KV_BF16, 100);
+    test_attention(8, 8, 16, SD_KV_F16, 300);
+    test_attention(32, 8, 128, SD_KV_BF16, 4200);   /* 33+ chunks: split slots take two each */
+    test_attention(5, 1, 48, SD_KV_F32, 127);
+    test_attention(16, 2, 256, SD_KV_F16, 250);
+    cuda_teardown();
+    return check_finish("test_cuda_kernels");
+}
