@@ -13,6 +13,7 @@
 #endif
 
 const char *sd_backend_names(void) { return NAMES; }
+const char *specdec_backends(void) { return NAMES; }
 
 #ifndef SPECDEC_HAVE_CUDA
 specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {
@@ -41,6 +42,17 @@ specdec_status sd_backend_create(const char *name, const sd_backend_opts *o, sd_
         return sd_backend_cuda_new(o, out, err);
     }
     return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown backend '%s' (backends: auto, " NAMES ")", name);
+}
+
+specdec_status specdec_backend_describe(const char *name, int n_threads, int device, char *buf, size_t n,
+                                        specdec_err *err) {
+    sd_backend_opts o = {.n_threads = n_threads, .device = device};
+    sd_backend *b = NULL;
+    SD_TRY(sd_backend_create(name, &o, &b, err));
+    if (b->n_threads) snprintf(buf, n, "%s (%s, %d threads)", b->name, b->i->kernels(b), b->n_threads);
+    else snprintf(buf, n, "%s (%s)", b->name, b->i->kernels(b));
+    sd_backend_free(b);
+    return SPECDEC_OK;
 }
 
 void sd_backend_free(sd_backend *b) {

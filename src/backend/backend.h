@@ -160,6 +160,7 @@ struct sd_backend {
 typedef struct sd_backend_opts {
     int n_threads;             /* CPU: 0 = online CPUs */
     bool reference;            /* CPU: the scalar reference ops */
+    const char *cpu_level;     /* CPU: a SIMD level by name ("avx2", ...; NULL = the default choice) */
     int device;                /* GPU index */
 } sd_backend_opts;
 
