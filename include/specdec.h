@@ -207,6 +207,16 @@ specdec_status specdec_backend_describe(const char *name, int n_threads, int dev
 const char *specdec_ctx_backend(const specdec_ctx *c);
 const char *specdec_ctx_kernels(const specdec_ctx *c);
 
+/* Counters of the backend a context runs on (shared by the drafters running there). */
+typedef struct specdec_backend_stats {
+    uint64_t upload_bytes;      /* weights copied to the backend (0 for the CPU's zero-copy views) */
+    uint64_t write_calls, write_bytes, read_calls, read_bytes;
+    double write_ms, read_ms;   /* host time spent in write / read (a read includes the wait) */
+    uint64_t ops;               /* op calls run (a replayed recording counts its ops) */
+    uint64_t seq_recorded, seq_replayed;   /* recorded launch sequences (CUDA graphs), replays */
+} specdec_backend_stats;
+void specdec_ctx_backend_stats(const specdec_ctx *c, specdec_backend_stats *out);
+
 /* Number of positions currently held in the KV cache. */
 int specdec_ctx_n_past(const specdec_ctx *c);
 /* Drop KV entries at positions >= n (rollback without copy). n must be <= n_past. */

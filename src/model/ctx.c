@@ -85,6 +85,9 @@ void specdec_ctx_free(specdec_ctx *c) {
         be->i->release(be, c->pos);
         be->i->release(be, c->ids);
         be->i->release(be, c->logits);
+        sd_round_bufs *rb = &c->rb;
+        void *bufs[] = {rb->blk, rb->choice, rb->emit, rb->pos_prev, rb->sync_pos, rb->tok, rb->logits, rb->lag_tok, rb->lag_hid};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->i->release(be, bufs[i]);
         sd_kv_free(&c->kv);
         sd_runtime_free(&c->rt);
         sd_weights_unload(be, &c->model->cfg, &c->w);
@@ -93,7 +96,25 @@ void specdec_ctx_free(specdec_ctx *c) {
     free(c);
 }
 
+specdec_status sd_ctx_round_bufs(specdec_ctx *c, specdec_err *err) {
+    sd_round_bufs *rb = &c->rb;
+    if (rb->blk) return SPECDEC_OK;
+    sd_backend *b = c->be;
+    size_t mb = (size_t)c->rt.max_batch, V = (size_t)c->model->cfg.vocab_size, H = (size_t)c->model->cfg.hidden_size;
+    size_t lag = SD_LAG_CAP + mb;
+    struct { void **p; size_t bytes; } a[] = {
+        {(void **)&rb->choice, 4 * mb}, {(void **)&rb->emit, 4 * (mb + 1)}, {(void **)&rb->pos_prev, 4},
+        {(void **)&rb->sync_pos, 4}, {(void **)&rb->tok, 4 * 2 * mb}, {(void **)&rb->logits, 4 * mb * V},
+        {(void **)&rb->lag_tok, 4 * lag}, {(void **)&rb->lag_hid, 4 * lag * H}, {(void **)&rb->blk, 4 * mb},
+    };
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)   /* blk last: it marks the set complete */
+        if (!*a[i].p) SD_TRY(b->i->alloc(b, a[i].bytes, "round buffers", a[i].p, err));
+    return SPECDEC_OK;
+}
+
 int specdec_ctx_n_past(const specdec_ctx *c) { return c->n_past; }
+
+void specdec_ctx_backend_stats(const specdec_ctx *c, specdec_backend_stats *out) { *out = c->be->stats; }
 
 const char *specdec_ctx_backend(const specdec_ctx *c) { return c ? c->be->name : NULL; }
 const char *specdec_ctx_kernels(const specdec_ctx *c) { return c ? c->be->i->kernels(c->be) : NULL; }

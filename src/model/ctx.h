@@ -7,6 +7,21 @@
 #include "model/runtime.h"
 
 #define SD_CTX_MAX_DRAFTERS 8
+#define SD_LAG_CAP 64   /* verified positions buffered for a drafter during width-1 rounds */
+
+/* The round's buffers (round.c) on the context's backend: allocated at the first generation for
+ * the widest round (max_batch) and kept, so recorded launch sequences that name them stay valid. */
+typedef struct sd_round_bufs {
+    int32_t *blk;        /* (mb) [bonus, d_1..d_{K-1}] */
+    int32_t *choice;     /* (mb) the target's token after each verify row */
+    int32_t *emit;       /* (mb + 1) [n, e_1..e_n] */
+    int32_t *pos_prev;   /* (1) P of the last walk */
+    int32_t *sync_pos;   /* (1) where a prefill chunk's / backlog's rows start */
+    int32_t *tok;        /* (2 mb) token ids of a prefill chunk's verified slice */
+    float *logits;       /* (mb, V) */
+    int32_t *lag_tok;    /* (SD_LAG_CAP + mb) tokens not yet given to the drafter */
+    float *lag_hid;      /* (SD_LAG_CAP + mb, H) their hidden states */
+} sd_round_bufs;
 
 struct specdec_ctx {
     const specdec_model *model;
@@ -20,6 +35,7 @@ struct specdec_ctx {
     int32_t *ids;           /* (max_batch) token ids of the rows being run */
     float *logits;          /* (max_batch, V) staging for specdec_ctx_forward's logits on a device (lazy) */
     int n_past;             /* the host's copy of *pos */
+    sd_round_bufs rb;       /* NULL pointers until the first generation */
     /* drafters holding buffers on this context's backend (detached when the context is freed) */
     specdec_drafter *drafters[SD_CTX_MAX_DRAFTERS];
 };
@@ -34,6 +50,8 @@ specdec_status sd_ctx_init_on(const specdec_model *m, sd_backend *be, const spec
 specdec_status sd_ctx_run(specdec_ctx *c, const int32_t *ids, int T, sd_pos pos, specdec_err *err);
 /* LM head over rows row0..row0+n-1 of c->x into logits (n, V) (backend). */
 specdec_status sd_ctx_head(specdec_ctx *c, int row0, int n, float *logits, specdec_err *err);
+/* The round's buffers, allocated on first use. */
+specdec_status sd_ctx_round_bufs(specdec_ctx *c, specdec_err *err);
 /* Set n_past (host and backend copies). */
 specdec_status sd_ctx_set_pos(specdec_ctx *c, int n, specdec_err *err);
 

@@ -183,12 +183,19 @@ static specdec_status mtp_accept(specdec_drafter *d, const sd_accept *a, specdec
                        pos0, pos0 + T - 1, m->kv_n, m->rt.n_ctx);
     int H = m->tm->cfg.hidden_size, mb = m->rt.max_batch;
     m->kv_n = pos0;   /* rollback: entries >= pos0 are rebuilt below (truncate, no copy) */
-    for (int t0 = 0; t0 < T; t0 += mb) {
-        int n = T - t0 < mb ? T - t0 : mb;
-        SD_TRY(mtp_rows(m, a->tokens + t0, a->hidden + (size_t)t0 * H, n, (sd_pos){a->pos.base, a->pos.off + t0}, false, err));
+    /* one recorded sequence per (slice length, where its tokens / hidden states / position live) */
+    uint64_t kv[6] = {(uint64_t)(uintptr_t)m, (uint64_t)T, (uint64_t)(uintptr_t)a->tokens, (uint64_t)(uintptr_t)a->hidden,
+                      (uint64_t)(uintptr_t)a->pos.base, (uint64_t)(int64_t)a->pos.off};
+    uint64_t key = sd_be_key("mtp accept", kv, 6);
+    if (!sd_be_seq_begin(m->be, key)) {
+        for (int t0 = 0; t0 < T; t0 += mb) {
+            int n = T - t0 < mb ? T - t0 : mb;
+            SD_TRY(mtp_rows(m, a->tokens + t0, a->hidden + (size_t)t0 * H, n, (sd_pos){a->pos.base, a->pos.off + t0}, false, err));
+        }
+        SD_TRY(mtp_head(m, false, err));
+        SD_TRY(sd_be_seq_end(m->be, key, err));
     }
     m->kv_n = pos0 + T;
-    SD_TRY(mtp_head(m, false, err));
     m->has_prop = true;
     m->prop_pos = pos0 + T;
     return SPECDEC_OK;
@@ -206,22 +213,35 @@ static specdec_status mtp_draft(specdec_drafter *d, sd_draft_req *req, int *n_ou
     if (P + n - 1 > m->rt.n_ctx) n = m->rt.n_ctx - P + 1;
     const float *lg = m->dv.n ? m->logits_r : m->logits;
     int nl = m->dv.n ? m->dv.n : V;
-    for (int j = 0; j < n; j++) {
-        if (j > 0) {   /* entry at P+j-1 pairs d_j with m of the previous step, predicts d_{j+1} */
-            SD_TRY(mtp_rows(m, &req->out[j - 1], m->m_last, 1, (sd_pos){req->pos_dev, j - 1}, prof, err));
-            SD_TRY(mtp_head(m, prof, err));
-            m->kv_n = P + j;
-        }
-        double t0 = prof ? sd_now_ms() : 0;
-        SD_TRY(sd_draft_pick(m->be, req, j, lg, nl, V, m->dv.n ? m->d2t_dev : NULL, m->dv.n ? m->dv.d2t : NULL, &m->ws,
-                             m->h_row, m->h_sc, err));
-        if (prof) {
-            SD_TRY(m->be->i->sync(m->be, err));
-            m->prof.sample_ms += sd_now_ms() - t0;
-            m->prof.clock_reads += 2;
-            m->prof.steps++;
-        }
+    /* when the backend makes every choice, the n steps are one recorded sequence per (n, mode,
+     * sampling parameters, head): the positions and the drafted ids stay in backend memory */
+    bool rec = !prof && sd_draft_on_backend(m->be, req);
+    uint64_t key = 0;
+    if (rec) {
+        uint64_t kv[10] = {(uint64_t)(uintptr_t)m, (uint64_t)n, (uint64_t)req->mode, (uint64_t)m->dv.n,
+                           (uint64_t)(uintptr_t)req->out, (uint64_t)(uintptr_t)req->pos_dev};
+        sd_be_key_sampling(req->sp, kv + 6);
+        key = sd_be_key("mtp draft", kv, 10);
     }
+    if (!rec || !sd_be_seq_begin(m->be, key)) {
+        for (int j = 0; j < n; j++) {
+            if (j > 0) {   /* entry at P+j-1 pairs d_j with m of the previous step, predicts d_{j+1} */
+                SD_TRY(mtp_rows(m, &req->out[j - 1], m->m_last, 1, (sd_pos){req->pos_dev, j - 1}, prof, err));
+                SD_TRY(mtp_head(m, prof, err));
+            }
+            double t0 = prof ? sd_now_ms() : 0;
+            SD_TRY(sd_draft_pick(m->be, req, j, lg, nl, V, m->dv.n ? m->d2t_dev : NULL, m->dv.n ? m->dv.d2t : NULL, &m->ws,
+                                 m->h_row, m->h_sc, err));
+            if (prof) {
+                SD_TRY(m->be->i->sync(m->be, err));
+                m->prof.sample_ms += sd_now_ms() - t0;
+                m->prof.clock_reads += 2;
+                m->prof.steps++;
+            }
+        }
+        if (rec) SD_TRY(sd_be_seq_end(m->be, key, err));
+    }
+    if (n > 1) m->kv_n = P + n - 1;
     m->has_prop = false;
     *n_out = n;
     return SPECDEC_OK;

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LAG_CAP 64     /* verified positions buffered for the drafter during width-1 rounds */
+#define LAG_CAP SD_LAG_CAP
 
 specdec_spec_params specdec_spec_default_params(void) {
     specdec_spec_params p;
@@ -49,16 +49,10 @@ typedef struct rs {
     bool rejection;
     bool dev_choice;           /* the backend chooses and walks (else the host does) */
     bool need_hidden;
-    /* backend memory */
-    int32_t *blk;              /* (kmax) [bonus, d_1..d_{kmax-1}] */
-    int32_t *choice;           /* (kmax) the target's token after each verify row */
-    int32_t *emit;             /* (kmax + 1) [n, e_1..e_n] */
-    int32_t *pos_prev;         /* (1) P of the last walk */
-    int32_t *sync_pos;         /* (1) where a prefill chunk's / lag flush's rows start */
-    int32_t *tok;              /* (mb + kmax) token ids of a prefill chunk's verified slice */
-    float *logits;             /* (kmax, V) */
-    int32_t *lag_tok;          /* (LAG_CAP + kmax) tokens not yet given to the drafter */
-    float *lag_hid;            /* (LAG_CAP + kmax, H) their hidden states (needs_hidden) */
+    uint64_t samp_key[4];      /* the sampling parameters, in recording keys */
+    /* backend memory: the context's round buffers (ctx.h) */
+    int32_t *blk, *choice, *emit, *pos_prev, *sync_pos, *tok, *lag_tok;
+    float *logits, *lag_hid;
     /* host memory */
     int32_t *h_emit;           /* (kmax + 1) */
     int32_t *h_tok;            /* (mb + kmax) */
@@ -68,27 +62,16 @@ typedef struct rs {
     int lag_n, synced;         /* the drafter has seen positions < synced */
 } rs;
 
-static specdec_status balloc(rs *r, size_t bytes, const char *what, void **out, specdec_err *err) {
-    return r->be->i->alloc(r->be, bytes, what, out, err);
-}
-
 static specdec_status rs_alloc(rs *r, specdec_err *err) {
     size_t V = (size_t)r->V, H = (size_t)r->H, K = (size_t)r->kmax, mb = (size_t)r->mb;
     SD_TRY(sd_sampler_ws_init(&r->ws, r->V, err));
     SD_TRY(sd_dist_init(&r->p, r->V, err));
     SD_TRY(sd_dist_init(&r->qone, r->V, err));
-    SD_TRY(balloc(r, sizeof(int32_t) * K, "round ids", (void **)&r->blk, err));
-    SD_TRY(balloc(r, sizeof(int32_t) * K, "round ids", (void **)&r->choice, err));
-    SD_TRY(balloc(r, sizeof(int32_t) * (K + 1), "round ids", (void **)&r->emit, err));
-    SD_TRY(balloc(r, sizeof(int32_t), "round position", (void **)&r->pos_prev, err));
-    SD_TRY(balloc(r, sizeof(int32_t), "round position", (void **)&r->sync_pos, err));
-    SD_TRY(balloc(r, sizeof(int32_t) * (mb + K), "round ids", (void **)&r->tok, err));
-    SD_TRY(balloc(r, sizeof(float) * K * V, "verify logits", (void **)&r->logits, err));
-    if (r->d) {
-        SD_TRY(balloc(r, sizeof(int32_t) * (LAG_CAP + K), "drafter backlog", (void **)&r->lag_tok, err));
-        if (r->need_hidden)
-            SD_TRY(balloc(r, sizeof(float) * (LAG_CAP + K) * H, "drafter backlog", (void **)&r->lag_hid, err));
-    }
+    SD_TRY(sd_ctx_round_bufs(r->c, err));
+    const sd_round_bufs *rb = &r->c->rb;
+    r->blk = rb->blk; r->choice = rb->choice; r->emit = rb->emit; r->pos_prev = rb->pos_prev;
+    r->sync_pos = rb->sync_pos; r->tok = rb->tok; r->logits = rb->logits; r->lag_tok = rb->lag_tok; r->lag_hid = rb->lag_hid;
+    (void)H;
     r->h_emit = malloc(sizeof(int32_t) * (K + 1));
     r->h_tok = malloc(sizeof(int32_t) * (mb + K));
     r->h_lag = malloc(sizeof(int32_t) * (LAG_CAP + K));
@@ -104,10 +87,6 @@ static void rs_free(rs *r) {
     sd_sampler_ws_free(&r->ws);
     sd_dist_free(&r->p); sd_dist_free(&r->qone);
     for (int i = 0; i < SPECDEC_SPEC_MAX_DEPTH; i++) sd_dist_free(&r->q[i]);
-    if (r->be) {
-        void *bufs[] = {r->blk, r->choice, r->emit, r->pos_prev, r->sync_pos, r->tok, r->logits, r->lag_tok, r->lag_hid};
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) r->be->i->release(r->be, bufs[i]);
-    }
     free(r->h_emit); free(r->h_tok); free(r->h_lag); free(r->h_blk); free(r->h_logits);
 }
 
@@ -159,15 +138,34 @@ static specdec_status verify_head(rs *r, int T, specdec_err *err) {
     return sd_ctx_head(r->c, 0, T, r->logits, err);
 }
 
-/* The walk of a round over nd drafts after verify_head, at position P: afterwards r->h_emit holds
+/* The verify: the target over blk (T = nd + 1 rows) and its LM head; when the backend chooses,
+ * the walk too, as one recorded sequence per (width, sampling parameters): every argument of
+ * every op is fixed by those, positions and ids are read from backend memory. */
+static specdec_status verify(rs *r, int nd, specdec_err *err) {
+    sd_backend *b = r->be;
+    specdec_ctx *c = r->c;
+    int T = nd + 1;
+    if (!r->dev_choice) {
+        SD_TRY(sd_ctx_run(c, r->blk, T, (sd_pos){c->pos, 0}, err));
+        return verify_head(r, T, err);
+    }
+    uint64_t kv[7] = {(uint64_t)(uintptr_t)c, (uint64_t)nd, r->samp_key[0], r->samp_key[1], r->samp_key[2], r->samp_key[3]};
+    uint64_t key = sd_be_key("round verify+walk", kv, 6);
+    if (sd_be_seq_begin(b, key)) return SPECDEC_OK;
+    SD_TRY(sd_ctx_run(c, r->blk, T, (sd_pos){c->pos, 0}, err));
+    SD_TRY(verify_head(r, T, err));
+    SD_BE(b, err, "walk", b->i->walk(b, r->blk, nd, r->choice, r->emit, c->pos, r->pos_prev));
+    return sd_be_seq_end(b, key, err);
+}
+
+/* The walk of a round over nd drafts after the verify, at position P: afterwards r->h_emit holds
  * [n, e_1..e_n] on the host, r->emit the same on the backend, blk[0] the next bonus and the
  * target's position P + n. */
 static specdec_status walk(rs *r, int P, int nd, bool has_q, specdec_err *err) {
     sd_backend *b = r->be;
     specdec_ctx *c = r->c;
     int T = nd + 1;
-    if (r->dev_choice) {
-        SD_BE(b, err, "walk", b->i->walk(b, r->blk, nd, r->choice, r->emit, c->pos, r->pos_prev));
+    if (r->dev_choice) {   /* the walk ran inside the verify's sequence: read its result */
         SD_TRY(b->i->read(b, r->h_emit, r->emit, sizeof(int32_t) * (size_t)(T + 1), err));
     } else {
         const float *lg = host_logits(r, T, err);
@@ -313,6 +311,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
     r.dev_choice = greedy || (!r.rejection && r.be->i->supports(r.be, SD_OP_SAMPLE, &od));
     sd_draft_mode mode = greedy ? SD_DRAFT_GREEDY : r.rejection ? SD_DRAFT_SAMPLE : SD_DRAFT_SEEDED;
     bool has_q = d && r.rejection && d->vt->supports_sampling;
+    sd_be_key_sampling(r.sp, r.samp_key);
 
     specdec_status st = sd_emitter_init(&r.em, tok, c->model, gp, err);
     if (st == SPECDEC_OK) st = rs_alloc(&r, err);
@@ -387,8 +386,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
         }
         int T = nd + 1;
         double t1 = sd_now_ms();
-        st = sd_ctx_run(c, r.blk, T, (sd_pos){c->pos, 0}, err);
-        if (st == SPECDEC_OK) st = verify_head(&r, T, err);
+        st = verify(&r, nd, err);
         if (st != SPECDEC_OK) break;
         double t2 = sd_now_ms();
         st = walk(&r, P, nd, has_q, err);
