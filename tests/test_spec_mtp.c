@@ -6,25 +6,27 @@
  * the reference built from the target's true hidden states. */
 #include "check.h"
 #include "tiny_spec.h"
-#include "speculative/drafter.h"
-#include "model/ctx.h"
+#include "drafter_harness.h"
+#include "cpu/ops.h"
 #include <stdlib.h>
 #include <string.h>
 
-/* Reference MTP step: one row. */
-typedef struct ref { const specdec_model *m; sd_runtime rt; sd_kv_cache kv; float *x, *cat, *e, *logits; } ref;
+/* Reference MTP step: one row, on a CPU backend of its own, with the host weights. */
+typedef struct ref { const specdec_model *m; sd_backend *be; sd_runtime rt; sd_kv_cache kv; float *x, *cat, *e, *logits; } ref;
 
 static void ref_step(ref *r, int32_t tok, const float *h, int pos, float *m_out) {
     const sd_config *c = &r->m->cfg;
     const sd_mtp_w *w = r->m->w.mtp;
+    const sd_ops *op = sd_ops_fast();
     int H = c->hidden_size;
+    int32_t pv = pos;
     sd_mat_row_f32(&r->m->w.embed, tok, r->e);
-    r->rt.ops->rmsnorm(r->cat, r->e, w->pre_fc_norm_embedding, H, 1, c->rms_norm_eps);       /* embedding first */
-    r->rt.ops->rmsnorm(r->cat + H, h, w->pre_fc_norm_hidden, H, 1, c->rms_norm_eps);         /* then hidden */
-    r->rt.ops->matmul(&w->fc, r->cat, 2 * H, r->x, H, 1, r->rt.pool);
-    for (int l = 0; l < w->n_layers; l++) sd_layer_forward(&r->rt, &w->layers[l], &r->kv.layers[l], r->x, 1, pos);
-    r->rt.ops->rmsnorm(m_out, r->x, w->norm, H, 1, c->rms_norm_eps);
-    r->rt.ops->matmul(&r->m->w.lm_head, m_out, H, r->logits, c->vocab_size, 1, r->rt.pool);
+    op->rmsnorm(r->cat, r->e, w->pre_fc_norm_embedding, H, 1, c->rms_norm_eps);       /* embedding first */
+    op->rmsnorm(r->cat + H, h, w->pre_fc_norm_hidden, H, 1, c->rms_norm_eps);         /* then hidden */
+    op->matmul(&w->fc, r->cat, 2 * H, r->x, H, 1, NULL);
+    for (int l = 0; l < w->n_layers; l++) sd_layer_forward(&r->rt, &w->layers[l], &r->kv.layers[l], r->x, 1, (sd_pos){&pv, 0}, NULL);
+    op->rmsnorm(m_out, r->x, w->norm, H, 1, c->rms_norm_eps);
+    op->matmul(&r->m->w.lm_head, m_out, H, r->logits, c->vocab_size, 1, NULL);
 }
 
 int main(void) {
@@ -57,29 +59,30 @@ int main(void) {
     ref r;
     memset(&r, 0, sizeof r);
     r.m = m;
-    CHECK(sd_runtime_init(&r.rt, &m->cfg, 256, 1, 1, SD_KV_F32, false, &err) == SPECDEC_OK, "rt");
-    CHECK(sd_kv_init(&r.kv, 1, 256, dm.nkv * dm.hd, SD_KV_F32, &err) == SPECDEC_OK, "kv");
+    sd_backend_opts bo = {.n_threads = 1};
+    CHECK(sd_backend_cpu_new(&bo, &r.be, &err) == SPECDEC_OK, "cpu backend: %s", err.msg);
+    CHECK(sd_runtime_init(&r.rt, r.be, &m->cfg, 256, 1, SD_KV_F32, &err) == SPECDEC_OK, "rt");
+    CHECK(sd_kv_init(&r.kv, r.be, 1, 256, dm.nkv * dm.hd, SD_KV_F32, &err) == SPECDEC_OK, "kv");
     r.x = malloc(4 * H); r.cat = malloc(8 * H); r.e = malloc(4 * H); r.logits = malloc(4 * (size_t)V);
     float *hid = malloc(sizeof(float) * 256 * H), *lg = malloc(sizeof(float) * 256 * V), *mm = malloc(4 * H);
     sd_target t;
-    sd_target_cpu(&t, c);
     int matched = 0, total = 0;
     for (int trial = 0; trial < 4; trial++) {
         int n = 6 + 23 * trial;   /* 6, 29, 52, 75 (> one chunk of 64) */
         int32_t x[128];
         uint64_t s = 99 + trial;
         for (int i = 0; i < n; i++) x[i] = (int32_t)((tm_rand(&s) + 1.0f) * 0.5f * V) % V;
-        c->n_past = 0;
+        sd_ctx_set_pos(c, 0, NULL);
         CHECK(sd_ctx_forward(c, x, n, lg, 0, hid, &err) == SPECDEC_OK, "target: %s", err.msg);
         x[n] = sd_argmax(lg + (size_t)(n - 1) * V, V);   /* the bonus */
         /* drafter: prefill + one batched accept over the prompt, then 5 greedy drafts */
-        CHECK(d->vt->bind(d, &t, &err) == SPECDEC_OK, "bind: %s", err.msg);
+        CHECK(th_bind(d, c, &t, &err) == SPECDEC_OK, "bind: %s", err.msg);
         d->vt->reset(d);
         CHECK(d->vt->prefill(d, x, n, &err) == SPECDEC_OK, "prefill");
-        CHECK(d->vt->accept(d, 0, x + 1, hid, n, &err) == SPECDEC_OK, "accept: %s", err.msg);
+        CHECK(th_accept(d, 0, x + 1, hid, n, &err) == SPECDEC_OK, "accept: %s", err.msg);
         specdec_sampling_params spp = specdec_sampling_default_params();
         int32_t dr[5];
-        sd_draft_req req = {.n = 5, .pos = n, .bonus = x[n], .mode = SD_DRAFT_GREEDY, .sp = &spp, .out = dr, .q = NULL};
+        sd_draft_req req = {.n = 5, .pos = n, .bonus = x[n], .mode = SD_DRAFT_GREEDY, .sp = &spp, .out = dr, .pos_dev = th_pos(n), .q = NULL};
         int nd = 0;
         CHECK(d->vt->draft(d, &req, &nd, &err) == SPECDEC_OK && nd == 5, "draft: %s", err.msg);
         /* reference: entries 0..n-1 one row at a time, then the recursion */
@@ -95,10 +98,10 @@ int main(void) {
         int32_t blk[5] = {x[n], dr[0], dr[1], dr[2], dr[3]};
         CHECK(sd_ctx_forward(c, blk, 5, lg, 0, hid + (size_t)n * H, &err) == SPECDEC_OK, "verify");
         int32_t tt = sd_argmax(lg + 2 * (size_t)V, V);     /* the target's token after d_2 */
-        c->n_past = n + 3;
+        sd_ctx_set_pos(c, n + 3, NULL);
         int32_t acc[3] = {dr[0], dr[1], tt};
-        CHECK(d->vt->accept(d, n, acc, hid + (size_t)n * H, 3, &err) == SPECDEC_OK, "accept slice: %s", err.msg);
-        req.pos = n + 3; req.bonus = tt; req.n = 3;
+        CHECK(th_accept(d, n, acc, hid + (size_t)n * H, 3, &err) == SPECDEC_OK, "accept slice: %s", err.msg);
+        req.pos = n + 3; req.bonus = tt; req.n = 3; req.pos_dev = th_pos(n + 3);
         CHECK(d->vt->draft(d, &req, &nd, &err) == SPECDEC_OK && nd == 3, "draft 2: %s", err.msg);
         /* reference: rebuild entries n..n+2 from true hidden states (positions overwrite the old ones) */
         for (int i = 0; i < 3; i++) ref_step(&r, acc[i], hid + (size_t)(n + i) * H, n + i, mm);
@@ -114,7 +117,7 @@ int main(void) {
     CHECK(total > 0, "nothing compared");
     fprintf(stderr, "mtp first-draft agreement with the target: %d / 4\n", matched);
     free(hid); free(lg); free(mm); free(r.x); free(r.cat); free(r.e); free(r.logits);
-    sd_kv_free(&r.kv); sd_runtime_free(&r.rt);
+    sd_kv_free(&r.kv); sd_runtime_free(&r.rt); sd_backend_free(r.be);
     specdec_drafter_free(d);
     specdec_ctx_free(c);
     specdec_model_free(m);

@@ -7,12 +7,13 @@
 #include <string.h>
 
 #ifdef SPECDEC_HAVE_CUDA
-#define NAMES "cpu, cuda"
+#define NAMES "cpu, cuda, cpu-sim"
 #else
-#define NAMES "cpu"
+#define NAMES "cpu, cpu-sim"
 #endif
 
 const char *sd_backend_names(void) { return NAMES; }
+const char *specdec_backends(void) { return NAMES; }
 
 #ifndef SPECDEC_HAVE_CUDA
 specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {
@@ -35,6 +36,7 @@ specdec_status sd_backend_create(const char *name, const sd_backend_opts *o, sd_
         return sd_backend_cpu_new(o, out, err);
     }
     if (!strcmp(name, "cpu")) return sd_backend_cpu_new(o, out, err);
+    if (!strcmp(name, "cpu-sim")) return sd_backend_sim_new(o, out, err);
     if (!strcmp(name, "cuda")) {
         if (o->reference)
             return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "the scalar reference ops are a CPU backend mode (backend 'cpu')");
@@ -43,8 +45,39 @@ specdec_status sd_backend_create(const char *name, const sd_backend_opts *o, sd_
     return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown backend '%s' (backends: auto, " NAMES ")", name);
 }
 
+specdec_status specdec_backend_describe(const char *name, int n_threads, int device, char *buf, size_t n,
+                                        specdec_err *err) {
+    sd_backend_opts o = {.n_threads = n_threads, .device = device};
+    sd_backend *b = NULL;
+    SD_TRY(sd_backend_create(name, &o, &b, err));
+    if (b->n_threads) snprintf(buf, n, "%s (%s, %d threads)", b->name, b->i->kernels(b), b->n_threads);
+    else snprintf(buf, n, "%s (%s)", b->name, b->i->kernels(b));
+    sd_backend_free(b);
+    return SPECDEC_OK;
+}
+
 void sd_backend_free(sd_backend *b) {
     if (b && b->i && b->i->free) b->i->free(b);
+}
+
+uint64_t sd_be_key(const char *site, const uint64_t *vals, int n) {
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = site; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 8; k++) h = (h ^ ((vals[i] >> (8 * k)) & 0xff)) * 1099511628211ull;
+    return h;
+}
+
+bool sd_be_seq_begin(sd_backend *b, uint64_t key) { return b->i->seq_begin && b->i->seq_begin(b, key); }
+
+specdec_status sd_be_seq_end(sd_backend *b, uint64_t key, specdec_err *err) {
+    return b->i->seq_end ? b->i->seq_end(b, key, err) : SPECDEC_OK;
+}
+
+void sd_be_key_sampling(const specdec_sampling_params *p, uint64_t out[4]) {
+    uint32_t t, tp, mp;
+    memcpy(&t, &p->temperature, 4); memcpy(&tp, &p->top_p, 4); memcpy(&mp, &p->min_p, 4);
+    out[0] = t; out[1] = p->seed; out[2] = (uint64_t)(uint32_t)p->top_k << 32 | tp; out[3] = mp;
 }
 
 specdec_status sd_be_upload_mat(sd_backend *b, const sd_mat *host, const char *name, sd_mat *dst, specdec_err *err) {

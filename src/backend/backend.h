@@ -60,14 +60,8 @@ typedef struct sd_op_desc {
     bool filtered;
 } sd_op_desc;
 
-/* Counters a backend keeps (for diagnostics and the drafter profile). */
-typedef struct sd_backend_stats {
-    uint64_t upload_bytes;      /* weights copied to the backend (0 for zero-copy views) */
-    uint64_t write_calls, write_bytes, read_calls, read_bytes;
-    double write_ms, read_ms;   /* host time spent in write / read (read includes the wait) */
-    uint64_t ops;               /* op calls issued (a replayed recording counts its ops) */
-    uint64_t seq_recorded, seq_replayed;
-} sd_backend_stats;
+/* Counters a backend keeps (specdec.h's specdec_backend_stats). */
+typedef specdec_backend_stats sd_backend_stats;
 
 typedef struct sd_backend_i {
     /* ---- object ---- */
@@ -98,6 +92,9 @@ typedef struct sd_backend_i {
     /* Recording (optional: NULL = none). See the file comment. */
     bool (*seq_begin)(sd_backend *b, uint64_t key);
     specdec_status (*seq_end)(sd_backend *b, uint64_t key, specdec_err *err);
+    /* Forget every recording. Backends call it themselves whenever a buffer is released (a
+     * recording may name it); callers need it only when they reuse a key for other buffers. */
+    void (*seq_reset)(sd_backend *b);
 
     /* ---- ops (shapes: T rows; x is (T, ldx) row-major, the first `cols` entries of a row used) ---- */
     /* x (T, ldx): row t = E[ids[t]] as f32 (E dense or quantized; ids in [0, E->rows)). */
@@ -160,6 +157,7 @@ struct sd_backend {
 typedef struct sd_backend_opts {
     int n_threads;             /* CPU: 0 = online CPUs */
     bool reference;            /* CPU: the scalar reference ops */
+    const char *cpu_level;     /* CPU: a SIMD level by name ("avx2", ...; NULL = the default choice) */
     int device;                /* GPU index */
 } sd_backend_opts;
 
@@ -173,10 +171,22 @@ const char *sd_backend_names(void);
 /* Constructors of the backends (one per folder); NULL-returning stubs where not built. */
 specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err);
 specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err);
+/* "cpu-sim" (src/backend/sim.c): a CPU backend that behaves like a device (no host-visible memory,
+ * recorded sequences replayed by key), for testing the code above the interface without a GPU. */
+specdec_status sd_backend_sim_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err);
 /* True when this binary has the CUDA backend and a usable device is present. */
 bool sd_backend_cuda_available(void);
 
 /* ---- helpers over the table (backend.c) ------------------------------------------------ */
+
+/* A recording key from a call site and the values its op arguments depend on (FNV-1a). */
+uint64_t sd_be_key(const char *site, const uint64_t *vals, int n);
+/* seq_begin / seq_end over the optional slots: begin is false (issue the ops) on a backend that
+ * does not record; end is then a no-op. */
+bool sd_be_seq_begin(sd_backend *b, uint64_t key);
+specdec_status sd_be_seq_end(sd_backend *b, uint64_t key, specdec_err *err);
+/* The sampling parameters as key values (4). */
+void sd_be_key_sampling(const specdec_sampling_params *p, uint64_t out[4]);
 
 /* Upload the tensors of a weight matrix (w, scales, biases) named `name`; dst gets the backend
  * pointers. Release with sd_be_unload_mat. */

@@ -5,6 +5,7 @@
  * are the host ones (src/sample/), so a CPU round chooses exactly as classic decoding always has. */
 #include "backend/backend.h"
 #include "cpu/ops.h"
+#include "cpu/ops_internal.h"
 #include "cpu/pool.h"
 #include "sample/sample.h"
 #include "util/err.h"
@@ -50,9 +51,9 @@ static bool cpu_supports(const sd_backend *b, sd_op op, const sd_op_desc *d) {
 
 /* ---- memory: host memory ---- */
 static specdec_status cpu_alloc(sd_backend *b, size_t bytes, const char *what, void **out, specdec_err *err) {
-    *out = sd_malloc_aligned(bytes ? bytes : 1);
+    /* calloc: large buffers (the KV cache) come as untouched zero pages */
+    *out = calloc(1, bytes ? bytes : 1);
     if (!*out) return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: %zu MiB of memory: out of memory", what, bytes >> 20);
-    memset(*out, 0, bytes);
     return SPECDEC_OK;
 }
 static void cpu_release(sd_backend *b, void *p) { free(p); }
@@ -146,7 +147,7 @@ static specdec_status cpu_reserve(sd_backend *b, const sd_attn_shape *s, int max
     cpu_be *c = CB(b);
     specdec_status st = attn_room(b, s, max_T, n_ctx);
     if (st != SPECDEC_OK) return sd_be_fail(b, err, st, "reserve");
-    if (c->ws.vocab < vocab) {
+    if (c->ws.vocab != vocab) {
         sd_sampler_ws_free(&c->ws);
         SD_TRY(sd_sampler_ws_init(&c->ws, vocab, err));
     }
@@ -175,7 +176,7 @@ static specdec_status cpu_argmax(sd_backend *b, const float *logits, int n, int 
 static specdec_status cpu_sample(sd_backend *b, const specdec_sampling_params *p, const float *logits, int n, int vocab,
                                  const int32_t *map, int T, sd_pos pos, int32_t *out) {
     cpu_be *c = CB(b);
-    if (c->ws.vocab < vocab) {
+    if (c->ws.vocab != vocab) {   /* the sampler's scratch is sized for exactly one vocabulary */
         sd_sampler_ws_free(&c->ws);
         SD_TRY(sd_sampler_ws_init(&c->ws, vocab, &b->err));
     }
@@ -198,7 +199,7 @@ static specdec_status cpu_sample(sd_backend *b, const specdec_sampling_params *p
     }
     b->stats.ops++;
     for (int t = 0; t < T; t++)
-        if (out[t] < 0) return sd_fail(&b->err, SPECDEC_ERR_NOMEM, "sampler: out of memory");
+        if (out[t] < 0) return sd_fail(&b->err, SPECDEC_ERR_NOMEM, "sampler of %d tokens: out of memory", vocab);
     return SPECDEC_OK;
 }
 
@@ -235,10 +236,16 @@ static const sd_backend_i cpu_i = {
 
 specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {
     *out = NULL;
-    if (!o->reference) SD_TRY(sd_simd_check(err));
+    const sd_ops *ops = o->reference ? sd_ops_ref() : o->cpu_level ? sd_ops_fast_level(o->cpu_level) : NULL;
+    if (!o->reference && o->cpu_level && !ops)
+        return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "CPU kernel level '%s': not one this machine runs", o->cpu_level);
+    if (!ops) {
+        SD_TRY(sd_simd_check(err));
+        ops = sd_ops_fast();
+    }
     cpu_be *c = calloc(1, sizeof *c);
     if (!c) return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
-    c->ops = o->reference ? sd_ops_ref() : sd_ops_fast();
+    c->ops = ops;
     c->pool = sd_pool_create(o->n_threads);
     if (!c->pool) {
         free(c);

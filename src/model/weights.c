@@ -138,6 +138,7 @@ static specdec_status bind_all(const sd_config *c, const sd_st_set *st, bool wan
     const size_t per_layer = 2 * (size_t)H + 2 * (size_t)hd;
     size_t pool_n = (size_t)H + (size_t)L * per_layer + (M ? 3 * (size_t)H + (size_t)M * per_layer : 0), pos = 0;
     w->f32_pool = malloc(pool_n * sizeof(float));
+    w->f32_pool_n = pool_n;
     w->layers = calloc((size_t)L, sizeof *w->layers);
     if (!w->f32_pool || !w->layers) return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory binding weights");
 

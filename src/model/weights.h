@@ -37,7 +37,10 @@ typedef struct sd_weights {
     const float *final_norm;  /* (H) */
     sd_layer_w *layers;       /* (L) */
     sd_mtp_w *mtp;            /* NULL when absent or not requested */
-    float *f32_pool;          /* owns the converted norm vectors */
+    float *f32_pool;          /* host: owns the converted norm vectors */
+    size_t f32_pool_n;        /* floats in f32_pool */
+    const float *norm_pool;   /* uploaded copies only: the backend buffer of the norm vectors */
+    bool lm_head_shared;      /* uploaded copies only: lm_head is the embedding's upload (tied) */
 } sd_weights;
 
 /* Bind every tensor named by model-format.md, checking presence, dtype and the shape the
@@ -45,5 +48,12 @@ typedef struct sd_weights {
 specdec_status sd_weights_bind(const sd_config *c, const sd_st_set *st, bool want_mtp,
                                sd_weights *w, specdec_err *err);
 void sd_weights_free(sd_weights *w);
+
+struct sd_backend;
+/* Put the host weights h (from sd_weights_bind) on backend b: d receives the same structure with
+ * backend pointers (zero-copy views on the CPU). Messages name the tensor that did not fit. */
+specdec_status sd_weights_upload(struct sd_backend *b, const sd_config *c, const sd_weights *h, sd_weights *d,
+                                 specdec_err *err);
+void sd_weights_unload(struct sd_backend *b, const sd_config *c, sd_weights *d);
 
 #endif
