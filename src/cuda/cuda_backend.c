@@ -189,6 +189,12 @@ static specdec_status cu_seq_end(sd_backend *b, uint64_t key, specdec_err *err) 
     return SPECDEC_OK;
 }
 
+static void cu_seq_reset(sd_backend *b) {
+    cuda_be *c = cu_of(b);
+    cu_abandon(c);
+    graphs_clear(c);
+}
+
 /* ---- scratch ---- */
 
 specdec_status cu_scratch(cuda_be *c, cu_buf *buf, size_t bytes, const char *what, specdec_err *err) {
@@ -226,7 +232,10 @@ size_t cu_rowpart_bytes(int T, int n) {
     return a > s ? a : s;
 }
 
-size_t cu_lma_bytes(int T) { return (size_t)T * SDC_LMA_MAX_GRID * sizeof(sdc_best); }
+size_t cu_lma_bytes(int T) {
+    if (T > SDC_LMA_MAX_T) T = SDC_LMA_MAX_T;
+    return (size_t)T * SDC_LMA_MAX_GRID * sizeof(sdc_best);
+}
 
 static specdec_status cu_reserve(sd_backend *b, const sd_attn_shape *s, int max_T, int n_ctx, int vocab,
                                  specdec_err *err) {
@@ -448,7 +457,7 @@ static const sd_backend_i cuda_i = {
     .free = cu_free, .kernels = cu_kernels, .supports = cu_supports,
     .alloc = cu_alloc, .release = cu_release, .upload = cu_upload, .unload = cu_unload,
     .write = cu_write, .read = cu_read, .copy = cu_copy, .sync = cu_sync, .reserve = cu_reserve,
-    .seq_begin = cu_seq_begin, .seq_end = cu_seq_end,
+    .seq_begin = cu_seq_begin, .seq_end = cu_seq_end, .seq_reset = cu_seq_reset,
     .embed = cu_embed, .matmul = cu_matmul, .rmsnorm = cu_rmsnorm, .rope = cu_rope,
     .silu_mul = cu_silu_mul, .add = cu_add, .kv_store = cu_kv_store, .attention = cu_attention,
     .argmax = cu_argmax, .lm_argmax = cu_lm_argmax, .sample = cu_sample, .walk = cu_walk, .copy_row = cu_copy_row,

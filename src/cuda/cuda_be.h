@@ -100,6 +100,6 @@ specdec_status cu_copy_row(sd_backend *b, float *dst, const float *src, int ld, 
 /* Scratch bytes the per-row partials need for rows of n logits, T at a time. */
 size_t cu_rowpart_bytes(int T, int n);
 /* Scratch bytes of the fused LM head's partials, T tokens at a time. */
-size_t cu_lma_bytes(int T);
+size_t cu_lma_bytes(int T);   /* T: tokens, at most SDC_LMA_MAX_T count at once */
 
 #endif

@@ -128,16 +128,21 @@ specdec_status cu_lm_argmax(sd_backend *b, const sd_mat *W, const float *x, int 
     sdc_mm_params p;
     SD_TRY(mm_params(c, "lm_argmax", W, x, ldx, T, &p));
     if (!out) return BAD(c, SPECDEC_ERR_INVALID_ARG, "lm_argmax: NULL output");
-    if (T > SDC_LMA_MAX_T)
-        return BAD(c, SPECDEC_ERR_UNSUPPORTED, "lm_argmax: %d rows in one call (at most %d)", T, SDC_LMA_MAX_T);
-    if (T == 0) return SPECDEC_OK;
-    int grid = sdc_lm_argmax_grid(&p, &c->dev);
-    if (grid < 1) return BAD(c, SPECDEC_ERR_INTERNAL, "lm_argmax: no launch plan for %d x %d, T %d", W->rows, W->cols, T);
-    SD_TRY(cu_scratch(c, &c->lma, (size_t)T * (size_t)grid * sizeof(sdc_best), "fused LM head", &b->err));
-    p.part = (sdc_best *)c->lma.p;
     p.map = map;
-    p.out = out;
-    return cu_op_end(c, sdc_lm_argmax(&p, &c->dev), "lm_argmax");
+    /* at most SDC_LMA_MAX_T tokens per launch (their per-warp bests live in shared memory) */
+    for (int t0 = 0; t0 < T; t0 += SDC_LMA_MAX_T) {
+        p.T = T - t0 < SDC_LMA_MAX_T ? T - t0 : SDC_LMA_MAX_T;
+        p.x = x + (size_t)t0 * (size_t)ldx;
+        p.xvec = aligned16(p.x) && ldx % 4 == 0;
+        p.out = out + t0;
+        int grid = sdc_lm_argmax_grid(&p, &c->dev);
+        if (grid < 1) return BAD(c, SPECDEC_ERR_INTERNAL, "lm_argmax: no launch plan for %d x %d, T %d", W->rows, W->cols, p.T);
+        SD_TRY(cu_scratch(c, &c->lma, (size_t)p.T * (size_t)grid * sizeof(sdc_best), "fused LM head", &b->err));
+        p.part = (sdc_best *)c->lma.p;
+        cudaError_t e = sdc_lm_argmax(&p, &c->dev);
+        if (e != cudaSuccess) return cu_op_end(c, e, "lm_argmax");
+    }
+    return cu_op_end(c, cudaSuccess, "lm_argmax");
 }
 
 specdec_status cu_rmsnorm(sd_backend *b, float *out, int ldo, const float *x, int ldx, const float *w, int n, int T,

@@ -9,7 +9,7 @@ extern "C" {
 #endif
 
 #define SDC_LMA_MAX_GRID 1024   /* blocks of a fused LM head call at most (its partials: T x this) */
-#define SDC_LMA_MAX_T 256       /* tokens of one fused LM head call at most */
+#define SDC_LMA_MAX_T 256       /* tokens of one fused LM head launch at most (a call loops) */
 
 /* Weight formats: dense f32 / f16 / bf16, or 4- / 8-bit codes with per-group scale and bias. */
 enum { SDC_MM_F32 = 0, SDC_MM_F16, SDC_MM_BF16, SDC_MM_Q4, SDC_MM_Q8, SDC_MM_NFMT };
