@@ -9,7 +9,7 @@
  *   ./build/bench_cuda [--quick] [--device N]
  *
  * prints, as Markdown tables:
- *   - device, load average, copy bandwidth (median, min, max of 20 copies);
+ *   - device, load average, copy bandwidth (median, min, max of 15 copies);
  *   - matmul per model shape (embedded pair, Qwen3 1.7B / 8B / 32B) and matrix (q, k = v, o,
  *     gate = up, down, LM head 151936 x H), for 4-bit g64, 8-bit g64 (bf16 scales) and bf16, at
  *     T = 1, 2, 4, 8, 16, 32, 64: median us (min-max) per call, GB/s, floor ratio, time / T=1;
@@ -104,28 +104,20 @@ typedef struct timing {
     double med, mn, mx;   /* seconds per op */
 } timing;
 
-/* Records issue(ctx, 0..k-1) once, then times SAMPLES replays (events around each). */
-static timing time_seq(void (*issue)(void *, int), void *ctx, int k) {
-    const uint64_t key = next_key++;
-    if (!G->i->seq_begin(G, key)) {
-        for (int j = 0; j < k; j++) issue(ctx, j);
-        if (G->i->seq_end(G, key, &E) != SPECDEC_OK) die("seq_end", E.msg);
-    }
+/* Times run(ctx), which queues k ops, SAMPLES times after one warm-up, with events around each. */
+static timing time_events(void (*run)(void *), void *ctx, int k) {
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
     double v[SAMPLES];
-    for (int s = 0; s < SAMPLES; s++) {
+    for (int s = -1; s < SAMPLES; s++) {
         cudaEventRecord(a, S);
-        if (!G->i->seq_begin(G, key)) {   /* not replayed (recording unavailable): run them */
-            for (int j = 0; j < k; j++) issue(ctx, j);
-            G->i->seq_end(G, key, &E);
-        }
+        run(ctx);
         cudaEventRecord(b, S);
         if (cudaEventSynchronize(b) != cudaSuccess) die("timing", "event synchronize failed");
         float ms = 0;
         cudaEventElapsedTime(&ms, a, b);
-        v[s] = 1e-3 * ms / k;
+        if (s >= 0) v[s] = 1e-3 * ms / k;
     }
     cudaEventDestroy(a);
     cudaEventDestroy(b);
@@ -134,32 +126,46 @@ static timing time_seq(void (*issue)(void *, int), void *ctx, int k) {
     return (timing){v[SAMPLES / 2], v[0], v[SAMPLES - 1]};
 }
 
+/* k ops issue(ctx, 0..k-1): eagerly, or as one recording replayed */
+typedef struct batch {
+    void (*issue)(void *, int);
+    void *ctx;
+    int k;
+    uint64_t key;   /* 0: eager */
+} batch;
+
+static void run_batch(void *p) {
+    batch *bt = p;
+    if (bt->key && G->i->seq_begin(G, bt->key)) return;   /* replayed */
+    for (int j = 0; j < bt->k; j++) bt->issue(bt->ctx, j);
+    if (bt->key && G->i->seq_end(G, bt->key, &E) != SPECDEC_OK) die("seq_end", E.msg);
+}
+
+/* Records the k ops once (the warm-up) and times their replays. */
+static timing time_seq(void (*issue)(void *, int), void *ctx, int k) {
+    batch bt = {issue, ctx, k, next_key++};
+    return time_events(run_batch, &bt, k);
+}
+
 /* ---- copy bandwidth ---- */
 
+typedef struct copy_ctx { void *dst; const void *src; size_t n; } copy_ctx;
+static void run_copy(void *p) {
+    copy_ctx *c = p;
+    if (G->i->copy(G, c->dst, c->src, c->n, &E) != SPECDEC_OK) die("copy", E.msg);
+}
+
 static void measure_bw(void) {
-    const size_t n = (size_t)1 << 30;
-    void *a = dalloc(n), *b = dalloc(n);
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    double v[20];
-    for (int r = -2; r < 20; r++) {
-        cudaEventRecord(e0, S);
-        if (G->i->copy(G, b, a, n, &E) != SPECDEC_OK) die("copy", E.msg);
-        cudaEventRecord(e1, S);
-        cudaEventSynchronize(e1);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, e0, e1);
-        if (r >= 0) v[r] = 2.0 * (double)n / (1e-3 * ms);
-    }
-    qsort(v, 20, sizeof v[0], cmpd);
-    bw = v[10];
-    printf("copy bandwidth (1 GiB device-to-device, read + write bytes / time, 20 copies): median %.0f GB/s "
-           "(min %.0f, max %.0f); floors below use the median\n\n", 1e-9 * bw, 1e-9 * v[0], 1e-9 * v[19]);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    G->i->release(G, a);
-    G->i->release(G, b);
+    copy_ctx c = {NULL, NULL, (size_t)1 << 30};
+    c.dst = dalloc(c.n);
+    c.src = dalloc(c.n);
+    timing t = time_events(run_copy, &c, 1);
+    bw = 2.0 * (double)c.n / t.med;
+    printf("copy bandwidth (1 GiB device-to-device, read + write bytes / time, %d copies): median %.0f GB/s "
+           "(min %.0f, max %.0f); floors below use the median\n\n", SAMPLES, 1e-9 * bw, 2e-9 * (double)c.n / t.mx,
+           2e-9 * (double)c.n / t.mn);
+    G->i->release(G, c.dst);
+    G->i->release(G, (void *)c.src);
 }
 
 /* ---- weights ---- */
@@ -235,8 +241,8 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
     for (int m = 0; m < 6; m++) {
         sd_mat one = make_mat(rows[m], cols[m], f);
         const double bytes = (double)sd_mat_bytes(&one);
-        int ncopy = (int)((double)ROTATE_BYTES / bytes) + 1;
-        if (ncopy > 64) ncopy = 64;
+        int ncopy = (int)((double)ROTATE_BYTES / bytes) + 1;   /* tiny matrices: up to 4096 copies */
+        if (ncopy > 4096) ncopy = 4096;
         sd_mat *w = malloc(sizeof(sd_mat) * (size_t)ncopy);
         w[0] = one;
         for (int c = 1; c < ncopy; c++) w[c] = make_mat(rows[m], cols[m], f);
@@ -341,25 +347,10 @@ static void issue_add(void *p, int j) {
 
 static void bench_launch(void) {
     add_ctx c = {dalloc(64)};
-    timing tg = time_seq(issue_add, &c, 100);
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    double v[SAMPLES];
-    for (int s = 0; s < SAMPLES; s++) {
-        cudaEventRecord(a, S);
-        for (int j = 0; j < 100; j++) issue_add(&c, j);
-        cudaEventRecord(b, S);
-        cudaEventSynchronize(b);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        v[s] = 1e-3 * ms / 100;
-    }
-    qsort(v, SAMPLES, sizeof v[0], cmpd);
+    batch eager = {issue_add, &c, 100, 0};
+    timing te = time_events(run_batch, &eager, 100), tg = time_seq(issue_add, &c, 100);
     printf("one tiny op (add of 1 float), 100 in a row: eager %.2f us per op, replayed recording %.2f us per op\n\n",
-           1e6 * v[SAMPLES / 2], 1e6 * tg.med);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
+           1e6 * te.med, 1e6 * tg.med);
     G->i->release(G, c.x);
 }
 

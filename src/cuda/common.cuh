@@ -130,13 +130,15 @@ SDC_D float sdc_warp_max(float v) {
     for (int m = 16; m >= 1; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
     return v;
 }
-/* The best of the warp's candidates; exact (a lexicographic maximum), so any order gives it. */
-SDC_D sdc_best sdc_warp_best(sdc_best b) {
+/* The best of the warp's candidates (B: sdc_best, or any {v, i} pair with an sdc_offer
+ * overload); exact (a lexicographic maximum), so any order gives it. */
+SDC_HD void sdc_offer(sdc_best *b, float v, int32_t i) { sdc_best_offer(b, v, i); }
+template <typename B> SDC_D B sdc_warp_best(B b) {
 #pragma unroll
     for (int m = 16; m >= 1; m >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, b.v, m);
-        int32_t oi = __shfl_xor_sync(0xffffffffu, b.i, m);
-        sdc_best_offer(&b, ov, oi);
+        const auto ov = __shfl_xor_sync(0xffffffffu, b.v, m);
+        const int32_t oi = __shfl_xor_sync(0xffffffffu, b.i, m);
+        sdc_offer(&b, ov, oi);
     }
     return b;
 }
@@ -149,12 +151,12 @@ static inline cudaError_t sdc_launched(void) { return cudaGetLastError(); }
 
 /* The block's best candidate (every thread passes one; the answer is valid in thread 0). NT:
  * the block size. Contains a __syncthreads: call from every thread. */
-template <int NT> SDC_D sdc_best sdc_block_best(sdc_best b) {
-    __shared__ sdc_best wbest[NT / 32];
+template <int NT, typename B> SDC_D B sdc_block_best(B b) {
+    __shared__ B wbest[NT / 32];
     b = sdc_warp_best(b);
     if ((threadIdx.x & 31) == 0) wbest[threadIdx.x >> 5] = b;
     __syncthreads();
     if (threadIdx.x == 0)
-        for (int w = 1; w < NT / 32; w++) sdc_best_offer(&b, wbest[w].v, wbest[w].i);
+        for (int w = 1; w < NT / 32; w++) sdc_offer(&b, wbest[w].v, wbest[w].i);
     return b;
 }

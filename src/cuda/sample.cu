@@ -17,36 +17,17 @@
 #include "cuda/rng.cuh"
 #include <limits.h>
 
+/* Gumbel-max candidates reduce through common.cuh's sdc_warp_best / sdc_block_best (found by
+ * argument-dependent lookup, so at global scope). */
+static SDC_D void sdc_offer(sdc_dbest *b, double v, int32_t i) {
+    if (sdc_dbeats(v, i, b->v, b->i)) { b->v = v; b->i = i; }
+}
+
 namespace {
 
 constexpr int SMP_THREADS = 256;
 constexpr int SMP_CHUNK = 4096;          /* entries per block */
 constexpr int SMP_BITMAP_WORDS = 11776;  /* 46 KiB of shared memory: vocabularies up to 376832 */
-
-SDC_D void dbest_offer(sdc_dbest *b, double v, int32_t i) {
-    if (sdc_dbeats(v, i, b->v, b->i)) { b->v = v; b->i = i; }
-}
-
-SDC_D sdc_dbest warp_dbest(sdc_dbest b) {
-#pragma unroll
-    for (int m = 16; m >= 1; m >>= 1) {
-        const double ov = __shfl_xor_sync(0xffffffffu, b.v, m);
-        const int32_t oi = __shfl_xor_sync(0xffffffffu, b.i, m);
-        dbest_offer(&b, ov, oi);
-    }
-    return b;
-}
-
-/* valid in thread 0 */
-SDC_D sdc_dbest block_dbest(sdc_dbest b) {
-    __shared__ sdc_dbest wbest[SMP_THREADS / 32];
-    b = warp_dbest(b);
-    if ((threadIdx.x & 31) == 0) wbest[threadIdx.x >> 5] = b;
-    __syncthreads();
-    if (threadIdx.x == 0)
-        for (int w = 1; w < SMP_THREADS / 32; w++) dbest_offer(&b, wbest[w].v, wbest[w].i);
-    return b;
-}
 
 SDC_D int32_t token_of(const sdc_sample_params &p, int k) { return p.map ? __ldg(p.map + k) : k; }
 
@@ -92,9 +73,9 @@ __global__ void __launch_bounds__(SMP_THREADS) smp_gumbel(const sdc_sample_param
     for (int k = lo + threadIdx.x; k < hi; k += SMP_THREADS) {
         double v;
         const int32_t id = token_of(p, k);
-        if (sdc_gumbel_cand(__ldg(row + k), p.temp, zmax, thr, p.seed, pos, id, &v)) dbest_offer(&b, v, id);
+        if (sdc_gumbel_cand(__ldg(row + k), p.temp, zmax, thr, p.seed, pos, id, &v)) sdc_offer(&b, v, id);
     }
-    b = block_dbest(b);
+    b = sdc_block_best<SMP_THREADS>(b);
     if (threadIdx.x == 0) p.part_b[(size_t)t * nb + blockIdx.x] = b;
 }
 
@@ -115,9 +96,9 @@ __global__ void __launch_bounds__(SMP_THREADS) smp_finish(const sdc_sample_param
             b.pad = 0;
             for (int i = threadIdx.x; i < nb; i += 32) {
                 const sdc_dbest c = p.part_b[(size_t)t * nb + i];
-                dbest_offer(&b, c.v, c.i);
+                sdc_offer(&b, c.v, c.i);
             }
-            b = warp_dbest(b);
+            b = sdc_warp_best(b);
             /* am's own token always competes, so b.i >= 0 */
             if (threadIdx.x == 0) p.out[t] = b.i;
         }
