@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# gpu.sh: what the GPU machine runs, in one call: build, tests, benchmarks. Everything it
+# measures or prints goes under $OUT (default out/gpu), one log per phase plus summary.txt.
+#
+#   bash scripts/gpu.sh [phase ...]        default: env build test bench
+#
+# phases
+#   env       the GPU, driver, clocks, CPU and load (env.txt)
+#   build     specdec with the CUDA backend (Release, sm_90) into build-gpu, against .dev/deps
+#             (scripts/gpu_deps.sh: the machine cannot install packages) when there is no pkg-config
+#   test      test_backend_ops (every op of every backend, CUDA included), test_cuda, and
+#             tests/gpu/exact.sh (speculative == classic on the CUDA backend for every drafter,
+#             K = 2..16, greedy and seeded; logits bitwise across T = 1..64)
+#   sanitize  compute-sanitizer memcheck and racecheck on test_cuda
+#   bench     bench_cuda (kernels against the copy bandwidth of the same run), specdec bench of
+#             the embedded pair on the CUDA backend (classic vs MTP, interleaved)
+#   peer      llama.cpp CUDA built from .peers (the pinned tarball of ../shared/peers, carried),
+#             llama-bench on the embedded target as Q4_0, side by side with specdec
+#   scale     the embedded pair inflated to the Qwen3 1.7B / 8B / 32B shapes (specdec inflate),
+#             classic and speculative decode there, greedy agreement with the embedded target, and
+#             llama.cpp on random-weight Q4_0 models of the same shapes
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-$ROOT/out/gpu}
+mkdir -p "$OUT"
+J=$(nproc)
+BIN=$ROOT/build-gpu/specdec
+SUM=$OUT/summary.txt
+M=$ROOT/models/qwen3-kernel
+phases=("$@")
+[ ${#phases[@]} -eq 0 ] && phases=(env build test bench)
+log() { echo "[gpu.sh $(date +%T)] $*" | tee -a "$SUM"; }
+has() { for p in "${phases[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
+T0=$(date +%s)
+
+if has env; then
+  {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+    nvcc --version | tail -2
+    grep -m1 "model name" /proc/cpuinfo; nproc; uname -r
+    echo "loadavg: $(cat /proc/loadavg)"
+    command -v compute-sanitizer >/dev/null && compute-sanitizer --version | head -2
+    python3 -c 'import torch, numpy; print("torch", torch.__version__, "numpy", numpy.__version__)' 2>&1
+  } > "$OUT/env.txt" 2>&1
+  log "env: $(head -2 "$OUT/env.txt" | tail -1)"
+fi
+
+if has peer; then   # the peer's build takes minutes: start it first, in the background
+  ( bash .peers/build.sh cuda /tmp/peer-cuda > "$OUT/peer_build.log" 2>&1; echo "exit $?" >> "$OUT/peer_build.log" ) &
+  PEER_PID=$!
+fi
+
+if has build; then
+  args=(-DCMAKE_BUILD_TYPE=Release)
+  command -v pkg-config >/dev/null && pkg-config --exists jansson 2>/dev/null || args+=(-DSPECDEC_DEPS_PREFIX=$ROOT/.dev/deps)
+  command -v ninja >/dev/null && args+=(-G Ninja)
+  if cmake -S . -B build-gpu "${args[@]}" > "$OUT/build.log" 2>&1 && cmake --build build-gpu -j"$J" >> "$OUT/build.log" 2>&1; then
+    log "build: ok ($(grep -m1 'CUDA backend' "$OUT/build.log" | sed 's/^-- //'))"
+  else
+    log "build: FAILED"; grep -m20 -iE "error|undefined" "$OUT/build.log" | tee -a "$SUM"; exit 1
+  fi
+fi
+
+run_to() {   # run_to SECONDS LOG cmd...: a bounded step, its exit status logged
+  local s=$1 f=$2; shift 2
+  timeout "$s" "$@" > "$f" 2>&1; local rc=$?
+  echo "exit $rc" >> "$f"
+  return $rc
+}
+
+if has test; then
+  export SPECDEC_SOURCE_DIR=$ROOT SPECDEC_BIN=$BIN
+  for t in test_backend_ops test_cuda test_cuda_kernels; do
+    [ -x build-gpu/$t ] || continue
+    if run_to 300 "$OUT/$t.log" build-gpu/$t; then log "$t: ok ($(tail -2 "$OUT/$t.log" | head -1))"
+    else log "$t: FAILED"; grep -m12 "FAIL" "$OUT/$t.log" | tee -a "$SUM"; fi
+  done
+  if run_to 420 "$OUT/exact.log" bash tests/gpu/exact.sh "$BIN" cuda; then log "exact: ok ($(tail -2 "$OUT/exact.log" | head -1))"
+  else log "exact: FAILED"; grep -m12 "FAIL" "$OUT/exact.log" | tee -a "$SUM"; fi
+fi
+
+if has sanitize; then
+  for tool in memcheck racecheck; do
+    if run_to 300 "$OUT/sanitize_$tool.log" compute-sanitizer --tool $tool --error-exitcode 99 build-gpu/test_cuda; then
+      log "compute-sanitizer $tool: clean"
+    else log "compute-sanitizer $tool: see sanitize_$tool.log ($(grep -m1 -E 'ERROR SUMMARY|error|not supported' "$OUT/sanitize_$tool.log"))"; fi
+  done
+fi
+
+if has bench; then
+  [ -x build-gpu/bench_cuda ] && run_to 400 "$OUT/bench_cuda.md" build-gpu/bench_cuda && log "bench_cuda: done"
+  head -40 tests/data/prompts/heldout.jsonl | grep -v '"c-fs-04"' | head -16 > /tmp/prompts16.jsonl
+  for K in 3 4 6; do
+    run_to 300 "$OUT/bench_embedded_k$K.md" "$BIN" bench -m "$M" --backend cuda --draft mtp --prompts /tmp/prompts16.jsonl \
+      -n 128 --block-size $K --repeats 5 --ignore-eos && log "specdec bench embedded K=$K: $(grep -m1 'median speedup' "$OUT/bench_embedded_k$K.md")"
+  done
+fi
+
+if has peer; then
+  wait "$PEER_PID"
+  if grep -q "exit 0" "$OUT/peer_build.log"; then
+    python3 .peers/mlx_to_gguf.py "$M" /tmp/qk-q4_0.gguf q4_0 > "$OUT/peer_convert.log" 2>&1
+    run_to 300 "$OUT/peer_embedded.md" /tmp/peer-cuda/bin/llama-bench -m /tmp/qk-q4_0.gguf -p 0 -n 128 -ngl 99 -fa 1 -r 5 -o md
+    log "llama.cpp embedded: $(grep -m1 'tg128' "$OUT/peer_embedded.md")"
+  else log "peer build FAILED: $(tail -3 "$OUT/peer_build.log")"; fi
+fi
+
+if has scale; then
+  for shape in qwen3-1.7b qwen3-8b qwen3-32b; do
+    D=/tmp/inflated-$shape
+    [ -d "$D" ] || run_to 400 "$OUT/inflate_$shape.log" "$BIN" inflate "$M" "$D" --shape $shape || { log "inflate $shape FAILED"; continue; }
+    "$BIN" info -m "$D" --backend cuda > "$OUT/info_$shape.txt" 2>&1
+    head -8 /tmp/prompts16.jsonl > /tmp/prompts8.jsonl
+    run_to 400 "$OUT/bench_$shape.md" "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/prompts8.jsonl \
+      -n 128 --block-size 4 --repeats 5 --ignore-eos && log "specdec bench $shape K=4: $(grep -m1 'median speedup' "$OUT/bench_$shape.md")"
+    if [ -x /tmp/peer-cuda/bin/llama-bench ]; then
+      python3 .peers/gguf_random_shape.py $shape "$M" /tmp/$shape-q4_0.gguf > "$OUT/peer_$shape.log" 2>&1
+      run_to 300 "$OUT/peer_$shape.md" /tmp/peer-cuda/bin/llama-bench -m /tmp/$shape-q4_0.gguf -p 0 -n 128 -ngl 99 -fa 1 -r 5 -o md
+      log "llama.cpp $shape: $(grep -m1 'tg128' "$OUT/peer_$shape.md")"
+      rm -f /tmp/$shape-q4_0.gguf
+    fi
+  done
+fi
+log "done in $(( $(date +%s) - T0 )) s"
