@@ -13,7 +13,11 @@ static void usage(FILE *f) {
           "            [--profile-drafter] [--max-prompts N] [--ignore-eos]\n"
           "  info      -m DIR\n"
           "  tokenize  -m DIR -p TEXT [--decode]   (--decode: -p is a JSON array of ids)\n"
-          "  quantize  IN OUT [--bits 4|8] [--group-size 32|64|128] [--shard-mb N] [--quiet]\n", f);
+          "  quantize  IN OUT [--bits 4|8] [--group-size 32|64|128] [--shard-mb N] [--quiet]\n"
+          "  inflate   IN OUT --shape qwen3-1.7b|qwen3-8b|qwen3-32b [--hidden N] [--intermediate N] [--layers N]\n"
+          "            [--heads N] [--kv-heads N] [--tied|--untied] [--fill random|zero] [--seed S]\n"
+          "            [--bits 4|8 --group-size G] [--quantize-mtp] [--shard-mb N (0: one file)] [--threads N] [--quiet]\n"
+          "            (the same function at a bigger shape: zero-padded heads and widths, identity layers)\n", f);
 #ifdef SPECDEC_HAVE_SERVER
     fputs("  serve     -m DIR [--draft ...] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--threads N]\n"
           "            [--queue N] [--max-body BYTES] [--timeout-s S]   (OpenAI-compatible HTTP API)\n", f);
@@ -30,6 +34,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "inflate")) return cmd_inflate(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
 #ifdef SPECDEC_HAVE_SERVER
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
