@@ -28,19 +28,6 @@ static specdec_inflate_params shape(int H, int I, int L, int nh, int nkv) {
     return p;
 }
 
-static bool same_file(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool eq = fa && fb;
-    while (eq) {
-        int ca = fgetc(fa), cb = fgetc(fb);
-        if (ca != cb) eq = false;
-        if (ca == EOF || cb == EOF) break;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return eq;
-}
-
 static bool exists(const char *dir, const char *name) {
     char p[512];
     struct stat sb;
@@ -216,7 +203,7 @@ int main(void) {
     char f1[512], f3[512];
     snprintf(f1, sizeof f1, "%s/model.safetensors", a1);
     snprintf(f3, sizeof f3, "%s/model.safetensors", a3);
-    CHECK(same_file(f1, f3), "the same bytes with 1 and 3 threads");
+    CHECK(tm_file_equal(f1, f3), "the same bytes with 1 and 3 threads");
     CHECK(pr.calls >= 1 && pr.last == pr.total && pr.total > 0, "progress reached the total (%d calls)", pr.calls);
     p.progress = NULL;
     p.max_shard_bytes = 300 * 1024;

@@ -75,19 +75,6 @@ static void check_dense_same(const sd_mat *m, const sd_st_tensor *t, const char 
     CHECK(memcmp(m->w, t->data, (size_t)t->nbytes) == 0, "%s copied as stored", name);
 }
 
-static bool file_equal(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool eq = fa && fb;
-    while (eq) {
-        int ca = fgetc(fa), cb = fgetc(fb);
-        if (ca != cb) eq = false;
-        if (ca == EOF || cb == EOF) break;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return eq;
-}
-
 static int count_tmp_siblings(const char *parent) {
     DIR *d = opendir(parent);
     int n = 0;
@@ -174,7 +161,7 @@ static void quantize_and_check(const char *in, const char *out, const tm_dims *d
     json_decref(root);
     snprintf(pth, sizeof pth, "%s/tokenizer.json", out);
     snprintf(pin, sizeof pin, "%s/tokenizer.json", in);
-    CHECK(file_equal(pth, pin), "tokenizer.json copied");
+    CHECK(tm_file_equal(pth, pin), "tokenizer.json copied");
     snprintf(pth, sizeof pth, "%s/README.md", out);
     struct stat sb;
     CHECK(stat(pth, &sb) == 0, "README.md copied");

@@ -8,6 +8,7 @@
 #include "specdec.h"
 #include "convert/inflate.h"
 #include "io/outdir.h"
+#include "quant/quant.h"
 #include "util/path.h"
 #include "util/err.h"
 
@@ -125,13 +126,7 @@ static specdec_status write_config(const char *in, const char *out, const sd_con
     json_t *lt = json_object_get(root, "layer_types");   /* transformers 5: one entry per layer */
     if (json_is_array(lt) && json_array_size(lt) > 0)
         while (json_array_size(lt) < (size_t)d->n_layers) json_array_append(lt, json_array_get(lt, json_array_size(lt) - 1));
-    if (d->quant_bits) {
-        json_t *q = json_object();
-        json_object_set_new(q, "group_size", json_integer(d->quant_group));
-        json_object_set_new(q, "bits", json_integer(d->quant_bits));
-        json_object_set_new(root, "quantization_config", json_deep_copy(q));
-        json_object_set_new(root, "quantization", q);
-    }
+    if (d->quant_bits) sd_quant_config_set(root, d->quant_bits, d->quant_group);
     st = sd_write_json_synced(dst, root, err);
 done:
     json_decref(root);

@@ -4,6 +4,7 @@
 #define SD_QUANT_H
 #include <stddef.h>
 #include <stdint.h>
+#include <jansson.h>
 #include "specdec.h"
 
 /* Error sums of a quantization: sum of squared errors, sum of squared inputs, largest error. */
@@ -16,5 +17,9 @@ typedef struct sd_qerr { double se, sw, max_abs; } sd_qerr;
  * with `what` (e.g. "FILE: tensor 'NAME'") and name the row and column at fault. */
 specdec_status sd_quant_row(const float *x, size_t cols, int bits, int G, specdec_dtype dt, uint32_t *w, void *scales,
                             void *biases, sd_qerr *acc, const char *what, size_t row, specdec_err *err);
+
+/* Set config.json's "quantization" and "quantization_config" blocks ({"group_size", "bits"}, the
+ * MLX and Hugging Face spellings) in root. */
+void sd_quant_config_set(json_t *root, int bits, int G);
 
 #endif

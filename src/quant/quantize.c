@@ -145,6 +145,14 @@ static bool ends_with(const char *s, const char *suf) {
 }
 static bool starts_with(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
 
+void sd_quant_config_set(json_t *root, int bits, int G) {
+    json_t *q = json_object();
+    json_object_set_new(q, "group_size", json_integer(G));
+    json_object_set_new(q, "bits", json_integer(bits));
+    json_object_set_new(root, "quantization_config", json_deep_copy(q));
+    json_object_set_new(root, "quantization", q);
+}
+
 /* Every regular file of IN except the config and the weights (tokenizer files, README...). */
 static bool is_side_file(const char *n) {
     return strcmp(n, "config.json") && !ends_with(n, ".safetensors") && !ends_with(n, ".safetensors.index.json") &&
@@ -159,11 +167,7 @@ static specdec_status write_config(const char *in, const char *out, int bits, in
     json_t *root = src ? json_load_file(src, JSON_REJECT_DUPLICATES, &je) : NULL;
     if (!src || !dst) { st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory"); goto done; }
     if (!json_is_object(root)) { st = sd_fail(err, SPECDEC_ERR_FORMAT, "%s: cannot re-read: %s", src, je.text); goto done; }
-    json_t *q = json_object();
-    json_object_set_new(q, "group_size", json_integer(G));
-    json_object_set_new(q, "bits", json_integer(bits));
-    json_object_set_new(root, "quantization_config", json_deep_copy(q));
-    json_object_set_new(root, "quantization", q);
+    sd_quant_config_set(root, bits, G);
     st = sd_write_json_synced(dst, root, err);
 done:
     json_decref(root);

@@ -79,10 +79,20 @@ int cmd_inflate(int argc, char **argv) {
     if (tie != SPECDEC_INFLATE_TIE_KEEP) ip.tie = tie;
     ip.progress = on_progress;
     ip.progress_user = &pr;
-    if (!pr.quiet)
-        fprintf(stderr, "inflating %s -> %s%s%s: hidden %d, intermediate %d, layers %d, heads %d/%d (0 = as the source), %s fill\n",
-                in, out, shape ? " as " : "", shape ? shape : "", ip.hidden_size, ip.intermediate_size, ip.n_layers, ip.n_heads,
-                ip.n_kv_heads, ip.fill_zero ? "zero" : "random");
+    specdec_model *src = NULL;   /* for the header line only; specdec_inflate validates on its own */
+    specdec_model_params mp = specdec_model_default_params();
+    mp.load_mtp = false;
+    if (!pr.quiet && specdec_model_load(in, &mp, &src, &err) == SPECDEC_OK) {
+        specdec_model_info mi;
+        specdec_model_get_info(src, &mi);
+        const int have[5] = {mi.hidden_size, mi.intermediate_size, mi.n_layers, mi.n_heads, mi.n_kv_heads};
+        int want[5];
+        for (int j = 0; j < 5; j++) want[j] = *fields[j] ? *fields[j] : have[j];
+        fprintf(stderr, "inflating %s -> %s%s%s: hidden %d -> %d, intermediate %d -> %d, layers %d -> %d, heads %d/%d -> %d/%d, "
+                "%s fill\n", in, out, shape ? " as " : "", shape ? shape : "", have[0], want[0], have[1], want[1], have[2], want[2],
+                have[3], have[4], want[3], want[4], ip.fill_zero ? "zero" : "random");
+    }
+    specdec_model_free(src);
     const double t0 = now_s();
     if (specdec_inflate(in, out, &ip, &err)) return cli_fail_err(&err);
     if (!pr.quiet) fprintf(stderr, "wrote %s in %.1f s\n", out, now_s() - t0);

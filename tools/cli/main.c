@@ -7,12 +7,14 @@ static void usage(FILE *f) {
           "  run       -m DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
           "            [--threads N] [--ctx N] [--kv-dtype f32|bf16|f16] [--stop S]... [--ignore-eos]\n"
           "            [--draft mtp|model:DIR|ngram] [--block-size K|auto] [--sampling rejection|seeded]\n"
-          "            [--allow-inexact] [--stats-json FILE] [--profile-drafter]\n"
+          "            [--allow-inexact] [--stats-json FILE] [--profile-drafter] [--ids-out FILE]\n"
           "  bench     -m DIR --draft mtp|model:DIR|ngram --prompts FILE.jsonl [-n N] [--block-size K|auto]\n"
           "            [--repeats R] [--threads N] [--temp T] [--seed S] [--sampling rejection|seeded] [--out FILE.md]\n"
           "            [--profile-drafter] [--max-prompts N] [--ignore-eos]\n"
           "  info      -m DIR\n"
           "  tokenize  -m DIR -p TEXT [--decode]   (--decode: -p is a JSON array of ids)\n"
+          "  score     -m DIR -p TEXT --ids JSON|@FILE [--top K] [--threads N]   (per continuation token: its logit,\n"
+          "            rank and the top K, as JSON lines)\n"
           "  quantize  IN OUT [--bits 4|8] [--group-size 32|64|128] [--shard-mb N] [--quiet]\n"
           "  inflate   IN OUT --shape qwen3-1.7b|qwen3-8b|qwen3-32b [--hidden N] [--intermediate N] [--layers N]\n"
           "            [--heads N] [--kv-heads N] [--tied|--untied] [--fill random|zero] [--seed S]\n"
@@ -35,6 +37,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(cmd, "inflate")) return cmd_inflate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "score")) return cmd_score(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
 #ifdef SPECDEC_HAVE_SERVER
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
