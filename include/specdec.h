@@ -48,6 +48,25 @@ typedef struct specdec_err {
 /* Static name of a status ("ok", "io", "format", ...). */
 const char *specdec_status_name(specdec_status st);
 
+/* ---- logging ---------------------------------------------------------------------- */
+
+/* The library never prints. What it has to say outside a return value (a declined speculation, a
+ * fallback) goes to a callback the application installs; none is installed by default. */
+typedef enum specdec_log_level {
+    SPECDEC_LOG_DEBUG = 0,
+    SPECDEC_LOG_INFO,
+    SPECDEC_LOG_WARN,
+    SPECDEC_LOG_ERROR
+} specdec_log_level;
+
+typedef void (*specdec_log_fn)(specdec_log_level level, const char *msg, void *user);
+
+/* Install (fn non-NULL) or remove (NULL) the process-wide log callback. Not thread-safe against
+ * generations running on other threads: set it first. */
+void specdec_log_set(specdec_log_fn fn, void *user);
+/* "debug", "info", "warning", "error". */
+const char *specdec_log_level_name(specdec_log_level level);
+
 /* ---- dtypes ----------------------------------------------------------------------- */
 
 typedef enum specdec_dtype {
@@ -162,10 +181,13 @@ typedef struct specdec_ctx specdec_ctx;
 
 typedef struct specdec_ctx_params {
     int n_ctx;                 /* context length in tokens; 0 = model's max_position_embeddings */
-    int n_threads;             /* 0 = number of online CPUs */
-    specdec_kv_dtype kv_dtype; /* default: SPECDEC_KV_F32 (see docs/benchmarks/kv-dtype-*.md) */
-    bool reference_kernels;    /* use the scalar reference ops (slow; for tests) */
+    int n_threads;             /* CPU backend threads; 0 = number of online CPUs */
+    specdec_kv_dtype kv_dtype; /* default: SPECDEC_KV_F32 */
+    bool reference_kernels;    /* CPU backend: the scalar reference ops (slow; for tests) */
     int max_batch;             /* most positions per forward call (prefill chunk, verify width); 0 = 64 */
+    const char *backend;       /* "auto" (default: a GPU when one is present, else the CPU), "cpu", "cuda";
+                                * an unknown or unavailable one is an error listing specdec_backends() */
+    int device;                /* GPU index for GPU backends (default 0) */
 } specdec_ctx_params;
 
 specdec_ctx_params specdec_ctx_default_params(void);
@@ -173,6 +195,27 @@ specdec_ctx_params specdec_ctx_default_params(void);
 specdec_status specdec_ctx_init(const specdec_model *m, const specdec_ctx_params *p,
                                 specdec_ctx **out, specdec_err *err);
 void specdec_ctx_free(specdec_ctx *c);
+
+/* The backends built into this library, comma separated ("cpu, cuda"). */
+const char *specdec_backends(void);
+/* What backend `name` ("auto", "cpu", "cuda") resolves to on this machine, with its kernel variant
+ * and threads or device, e.g. "cpu (avx512, 2 threads)" or "cuda (sm_90, NVIDIA H200)", into buf;
+ * the error context creation would give when it cannot be used. */
+specdec_status specdec_backend_describe(const char *name, int n_threads, int device, char *buf, size_t n,
+                                        specdec_err *err);
+/* The backend a context runs on ("cpu", "cuda") and its kernel variant ("avx512", "sm_90 ..."). */
+const char *specdec_ctx_backend(const specdec_ctx *c);
+const char *specdec_ctx_kernels(const specdec_ctx *c);
+
+/* Counters of the backend a context runs on (shared by the drafters running there). */
+typedef struct specdec_backend_stats {
+    uint64_t upload_bytes;      /* weights copied to the backend (0 for the CPU's zero-copy views) */
+    uint64_t write_calls, write_bytes, read_calls, read_bytes;
+    double write_ms, read_ms;   /* host time spent in write / read (a read includes the wait) */
+    uint64_t ops;               /* op calls run (a replayed recording counts its ops) */
+    uint64_t seq_recorded, seq_replayed;   /* recorded launch sequences (CUDA graphs), replays */
+} specdec_backend_stats;
+void specdec_ctx_backend_stats(const specdec_ctx *c, specdec_backend_stats *out);
 
 /* Number of positions currently held in the KV cache. */
 int specdec_ctx_n_past(const specdec_ctx *c);
@@ -290,7 +333,7 @@ typedef struct specdec_spec_params {
     bool allow_inexact;          /* run speculation even when the exactness probe fails (loudly) */
     int probe_draws;             /* random token draws of the block-vs-chain probe (default 3, >= 1) */
     bool profile;                /* synchronized per-step drafter profile (costs a little time) */
-    bool quiet;                  /* no warnings on stderr (they are still in the stats) */
+    bool quiet;                  /* no warnings to the log callback (they are still in the stats) */
 } specdec_spec_params;
 
 specdec_spec_params specdec_spec_default_params(void);

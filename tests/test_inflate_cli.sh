@@ -2,7 +2,8 @@
 # test_inflate_cli.sh: `specdec inflate` through the real CLI on the embedded pair (4-bit target,
 # bf16 mtp module), to a small explicit shape (H 512, I 768, 9 layers, 8/4 heads: a smaller GQA
 # group than the source's 6/2, an extra layer): the output loads with the new shape, generates the
-# source's text classic and speculative, and tools/inflate/agree.sh reports the agreement; `specdec
+# source's text classic and speculative, on the cpu and cpu-sim backends, and tools/inflate/agree.sh
+# reports the agreement (options passed through to every run) and traces a divergence; `specdec
 # score` ranks every greedy token first; `run --ids-out` writes the ids. Bad requests exit 1 with a
 # message naming the dimension or option, and write nothing.
 set -u
@@ -54,6 +55,8 @@ P=$'// FILE: drivers/char/mem.c\n#include <linux/fs.h>\n\nstatic ssize_t read_nu
 "$BIN" run -m "$I" -p "$P" -n 24 --threads 2 --draft mtp > "$T/c" 2> "$T/c.err"
 [ -s "$T/a" ] && cmp -s "$T/a" "$T/b" && ok "inflated text == source text" || { bad "texts differ"; diff "$T/a" "$T/b"; }
 cmp -s "$T/b" "$T/c" && grep -q "\[spec\]" "$T/c.err" && ok "inflated: speculative (mtp) == classic" || { bad "speculative differs"; cat "$T/c.err"; }
+"$BIN" run -m "$I" -p "$P" -n 24 --threads 2 --draft mtp --backend cpu-sim > "$T/d" 2> "$T/d.err"
+cmp -s "$T/b" "$T/d" && grep -q "\[backend\] cpu-sim" "$T/d.err" && ok "inflated on the cpu-sim backend (mtp) == classic on cpu" || { bad "cpu-sim differs"; cat "$T/d.err"; }
 nid=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1])).length)' "$T/ids.json" 2>/dev/null)
 [ "$nid" = 24 ] && ok "--ids-out: 24 ids" || bad "--ids-out wrote '$nid' ids"
 "$BIN" score -m "$I" -p "$P" --ids "@$T/ids.json" --threads 2 > "$T/score" 2> "$T/score.err"
@@ -63,7 +66,8 @@ expect "score without ids" "--ids" "$BIN" score -m "$I" -p "$P"
 expect "score with a bad id" "vocab_size" "$BIN" score -m "$I" -p "$P" --ids "[1, 999999]"
 
 head -n 2 "$SRC/tests/data/prompts/heldout.jsonl" > "$T/prompts.jsonl"
-if SPECDEC_BIN=$BIN bash "$SRC/tools/inflate/agree.sh" "$I" "$M" "$T/prompts.jsonl" 12 --threads 2 > "$T/agree" 2> "$T/agree.err"; then
+# run options pass through to every run (here a backend), score options through AGREE_SCORE_ARGS
+if SPECDEC_BIN=$BIN AGREE_SCORE_ARGS="--threads 2 --backend cpu" bash "$SRC/tools/inflate/agree.sh" "$I" "$M" "$T/prompts.jsonl" 12 --threads 2 --backend cpu-sim > "$T/agree" 2> "$T/agree.err"; then
     cat "$T/agree"
     grep -qE "^summary: [0-9]+ of 2 prompts agree on all 12 tokens; [0-9]+ of 24 tokens" "$T/agree" && ok "agree.sh summary" || bad "agree.sh: no summary"
     # a prompt either agrees on all tokens or names its divergence with both models' top-2 gaps
@@ -76,7 +80,7 @@ fi
 mkdir -p "$T/other"
 for f in model.safetensors tokenizer.json tokenizer_config.json; do ln -s "$M/$f" "$T/other/$f"; done
 sed 's/"rms_norm_eps": [0-9.e-]*/"rms_norm_eps": 0.05/' "$M/config.json" > "$T/other/config.json"
-if SPECDEC_BIN=$BIN bash "$SRC/tools/inflate/agree.sh" "$T/other" "$M" "$T/prompts.jsonl" 8 --threads 2 > "$T/agree2" 2> "$T/agree2.err"; then
+if SPECDEC_BIN=$BIN AGREE_SCORE_ARGS="--backend cpu-sim" bash "$SRC/tools/inflate/agree.sh" "$T/other" "$M" "$T/prompts.jsonl" 8 --threads 2 > "$T/agree2" 2> "$T/agree2.err"; then
     cat "$T/agree2"
     grep -qE "^summary: 0 of 2 prompts agree" "$T/agree2" &&
         [ "$(grep -cE '^[^ ]+: [0-7]/8 agree; first divergence at token [0-7]: source top-2 [0-9]+ / [0-9]+ \(gap [0-9.e-]+\), inflated top-2 [0-9]+ / [0-9]+ \(gap [0-9.e-]+\)$' "$T/agree2")" = 2 ] &&

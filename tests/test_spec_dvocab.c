@@ -10,7 +10,7 @@
  *   (greedy and seeded), with acceptance > 0. */
 #include "check.h"
 #include "tiny_spec.h"
-#include "speculative/drafter.h"
+#include "drafter_harness.h"
 #include "speculative/draft_vocab.h"
 #include "model/ctx.h"
 #include "util/dtype.h"
@@ -63,22 +63,22 @@ static int draft_once(specdec_drafter *d, sd_target *t, specdec_ctx *c, const in
                       sd_draft_mode mode, int32_t *out, int nd) {
     specdec_err err = {0};
     int V = t->vocab;
-    c->n_past = 0;
+    sd_ctx_set_pos(c, 0, NULL);
     CHECK(sd_ctx_forward(c, x, n, lg, 0, hid, &err) == SPECDEC_OK, "target: %s", err.msg);
     int32_t toks[128];
     memcpy(toks, x + 1, sizeof(int32_t) * (size_t)(n - 1));
     toks[n - 1] = sd_argmax(lg + (size_t)(n - 1) * V, V);
-    CHECK(d->vt->bind(d, t, &err) == SPECDEC_OK, "bind: %s", err.msg);
+    CHECK(th_bind(d, c, t, &err) == SPECDEC_OK, "bind: %s", err.msg);
     d->vt->reset(d);
     CHECK(d->vt->prefill(d, x, n, &err) == SPECDEC_OK, "prefill");
-    CHECK(d->vt->accept(d, 0, toks, hid, n, &err) == SPECDEC_OK, "accept: %s", err.msg);
+    CHECK(th_accept(d, 0, toks, hid, n, &err) == SPECDEC_OK, "accept: %s", err.msg);
     specdec_sampling_params spp = specdec_sampling_default_params();
     spp.temperature = mode == SD_DRAFT_GREEDY ? 0.0f : 0.9f;
     spp.seed = 42;
     sd_dist q[8];
     for (int i = 0; i < nd; i++) sd_dist_init(&q[i], V, NULL);
     sd_draft_req req = {.n = nd, .pos = n, .bonus = toks[n - 1], .mode = mode, .sp = &spp, .out = out,
-                        .q = mode == SD_DRAFT_SAMPLE ? q : NULL};
+                        .pos_dev = th_pos(n), .q = mode == SD_DRAFT_SAMPLE ? q : NULL};
     int got = 0;
     CHECK(d->vt->draft(d, &req, &got, &err) == SPECDEC_OK, "draft: %s", err.msg);
     for (int i = 0; i < nd; i++) {
@@ -170,7 +170,7 @@ int main(void) {
 
     /* --- the drafter directly --- */
     sd_target t;
-    sd_target_cpu(&t, c);
+    sd_target_of(&t, c);
     float *hid = malloc(sizeof(float) * 128 * dm.H), *lg = malloc(sizeof(float) * 128 * V);
     int same = 0, outside = 0, total = 0;
     for (int trial = 0; trial < 6; trial++) {

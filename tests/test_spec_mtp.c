@@ -6,8 +6,7 @@
  * the reference built from the target's true hidden states. */
 #include "check.h"
 #include "tiny_spec.h"
-#include "speculative/drafter.h"
-#include "model/ctx.h"
+#include "drafter_harness.h"
 #include "mtp_ref.h"
 #include <stdlib.h>
 #include <string.h>
@@ -43,24 +42,23 @@ int main(void) {
     CHECK(mtp_ref_init(&r, m, 256, &err) == 0, "reference: %s", err.msg);
     float *hid = malloc(sizeof(float) * 256 * H), *lg = malloc(sizeof(float) * 256 * V), *mm = malloc(4 * H);
     sd_target t;
-    sd_target_cpu(&t, c);
     int matched = 0, total = 0;
     for (int trial = 0; trial < 4; trial++) {
         int n = 6 + 23 * trial;   /* 6, 29, 52, 75 (> one chunk of 64) */
         int32_t x[128];
         uint64_t s = 99 + trial;
         for (int i = 0; i < n; i++) x[i] = (int32_t)((tm_rand(&s) + 1.0f) * 0.5f * V) % V;
-        c->n_past = 0;
+        sd_ctx_set_pos(c, 0, NULL);
         CHECK(sd_ctx_forward(c, x, n, lg, 0, hid, &err) == SPECDEC_OK, "target: %s", err.msg);
         x[n] = sd_argmax(lg + (size_t)(n - 1) * V, V);   /* the bonus */
         /* drafter: prefill + one batched accept over the prompt, then 5 greedy drafts */
-        CHECK(d->vt->bind(d, &t, &err) == SPECDEC_OK, "bind: %s", err.msg);
+        CHECK(th_bind(d, c, &t, &err) == SPECDEC_OK, "bind: %s", err.msg);
         d->vt->reset(d);
         CHECK(d->vt->prefill(d, x, n, &err) == SPECDEC_OK, "prefill");
-        CHECK(d->vt->accept(d, 0, x + 1, hid, n, &err) == SPECDEC_OK, "accept: %s", err.msg);
+        CHECK(th_accept(d, 0, x + 1, hid, n, &err) == SPECDEC_OK, "accept: %s", err.msg);
         specdec_sampling_params spp = specdec_sampling_default_params();
         int32_t dr[5];
-        sd_draft_req req = {.n = 5, .pos = n, .bonus = x[n], .mode = SD_DRAFT_GREEDY, .sp = &spp, .out = dr, .q = NULL};
+        sd_draft_req req = {.n = 5, .pos = n, .bonus = x[n], .mode = SD_DRAFT_GREEDY, .sp = &spp, .out = dr, .pos_dev = th_pos(n), .q = NULL};
         int nd = 0;
         CHECK(d->vt->draft(d, &req, &nd, &err) == SPECDEC_OK && nd == 5, "draft: %s", err.msg);
         /* reference: entries 0..n-1 one row at a time, then the recursion */
@@ -76,10 +74,10 @@ int main(void) {
         int32_t blk[5] = {x[n], dr[0], dr[1], dr[2], dr[3]};
         CHECK(sd_ctx_forward(c, blk, 5, lg, 0, hid + (size_t)n * H, &err) == SPECDEC_OK, "verify");
         int32_t tt = sd_argmax(lg + 2 * (size_t)V, V);     /* the target's token after d_2 */
-        c->n_past = n + 3;
+        sd_ctx_set_pos(c, n + 3, NULL);
         int32_t acc[3] = {dr[0], dr[1], tt};
-        CHECK(d->vt->accept(d, n, acc, hid + (size_t)n * H, 3, &err) == SPECDEC_OK, "accept slice: %s", err.msg);
-        req.pos = n + 3; req.bonus = tt; req.n = 3;
+        CHECK(th_accept(d, n, acc, hid + (size_t)n * H, 3, &err) == SPECDEC_OK, "accept slice: %s", err.msg);
+        req.pos = n + 3; req.bonus = tt; req.n = 3; req.pos_dev = th_pos(n + 3);
         CHECK(d->vt->draft(d, &req, &nd, &err) == SPECDEC_OK && nd == 3, "draft 2: %s", err.msg);
         /* reference: rebuild entries n..n+2 from true hidden states (positions overwrite the old ones) */
         for (int i = 0; i < 3; i++) mtp_ref_step(&r, acc[i], hid + (size_t)(n + i) * H, n + i, mm);

@@ -11,21 +11,8 @@
 #ifndef SD_OPS_H
 #define SD_OPS_H
 #include <stdint.h>
-#include "model/weights.h"
+#include "backend/tensor.h"
 #include "cpu/pool.h"
-
-typedef enum sd_kv_dtype_e { SD_KV_F32 = 0, SD_KV_BF16 = 1, SD_KV_F16 = 2 } sd_kv_dtype_e;
-
-/* One layer's KV cache: K and V are (n_ctx, nkv, hd) of `dtype`. */
-typedef struct sd_kv_layer {
-    void *k;
-    void *v;
-} sd_kv_layer;
-
-typedef struct sd_attn_shape {
-    int n_heads, n_kv_heads, head_dim;
-    sd_kv_dtype_e kv_dtype;
-} sd_attn_shape;
 
 typedef struct sd_ops {
     const char *name;

@@ -138,6 +138,7 @@ static specdec_status bind_all(const sd_config *c, const sd_st_set *st, bool wan
     const size_t per_layer = 2 * (size_t)H + 2 * (size_t)hd;
     size_t pool_n = (size_t)H + (size_t)L * per_layer + (M ? 3 * (size_t)H + (size_t)M * per_layer : 0), pos = 0;
     w->f32_pool = malloc(pool_n * sizeof(float));
+    w->f32_pool_n = pool_n;
     w->layers = calloc((size_t)L, sizeof *w->layers);
     if (!w->f32_pool || !w->layers) return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory binding weights");
 
@@ -190,41 +191,4 @@ void sd_weights_free(sd_weights *w) {
     if (w->mtp) free(w->mtp->layers);
     free(w->mtp);
     memset(w, 0, sizeof *w);
-}
-
-uint64_t sd_mat_bytes(const sd_mat *m) {
-    uint64_t es = sd_dtype_size(m->dtype), r = (uint64_t)m->rows, c = (uint64_t)m->cols;
-    if (!m->bits) return r * c * es;
-    return r * (c * (uint64_t)m->bits / 8) + 2 * r * (c / (uint64_t)m->group) * es;
-}
-
-/* Element i of a float vector of dtype dt, read with memcpy (the mapping gives no alignment). */
-static inline float load_f(specdec_dtype dt, const void *p, size_t i) {
-    if (dt == SPECDEC_DTYPE_F32) { float f; memcpy(&f, (const char *)p + 4 * i, 4); return f; }
-    uint16_t h;
-    memcpy(&h, (const char *)p + 2 * i, 2);
-    return dt == SPECDEC_DTYPE_BF16 ? sd_bf16_to_f32(h) : sd_f16_to_f32(h);
-}
-
-void sd_mat_row_f32(const sd_mat *m, int r, float *out) {
-    const size_t cols = (size_t)m->cols;
-    if (!m->bits) {
-        for (size_t j = 0; j < cols; j++) out[j] = load_f(m->dtype, m->w, (size_t)r * cols + j);
-        return;
-    }
-    /* Quantized: row r holds cols*bits/32 words; element j sits in word j/epw at bit bits*(j%epw). */
-    const int bits = m->bits, epw = 32 / bits;
-    const uint32_t mask = (1u << bits) - 1u;
-    const size_t wpr = cols / (size_t)epw, ng = cols / (size_t)m->group;
-    const char *wrow = (const char *)m->w + (size_t)r * wpr * 4;
-    for (size_t g = 0; g < ng; g++) {
-        const float s = load_f(m->dtype, m->scales, (size_t)r * ng + g);
-        const float b = load_f(m->dtype, m->biases, (size_t)r * ng + g);
-        for (size_t j = g * (size_t)m->group; j < (g + 1) * (size_t)m->group; j++) {
-            uint32_t word;
-            memcpy(&word, wrow + (j / (size_t)epw) * 4, 4);
-            uint32_t q = (word >> (bits * (int)(j % (size_t)epw))) & mask;
-            out[j] = s * (float)q + b;
-        }
-    }
 }

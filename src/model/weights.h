@@ -6,26 +6,7 @@
 #include "specdec.h"
 #include "model/config.h"
 #include "io/safetensors.h"
-
-/* A linear weight W (rows = out features, cols = in features); y = W x.
- * Dense: w is (rows, cols) of `dtype` (F32, F16 or BF16).
- * Quantized (bits > 0): w is u32 (rows, cols*bits/32), element j of a row at bits
- * [bits*(j%(32/bits)), +bits) of word j/(32/bits); scales and biases are (rows, cols/group) of
- * `dtype`; value = scale * q + bias. */
-typedef struct sd_mat {
-    int rows, cols;
-    specdec_dtype dtype;   /* dense dtype, or dtype of scales/biases when quantized */
-    int bits;              /* 0 dense, 4 or 8 quantized */
-    int group;             /* quantization group size (32/64/128) */
-    const void *w;
-    const void *scales;
-    const void *biases;
-} sd_mat;
-
-/* Bytes the matrix occupies (what a full pass must read). */
-uint64_t sd_mat_bytes(const sd_mat *m);
-/* Dequantize / convert row r into out[cols] (f32). */
-void sd_mat_row_f32(const sd_mat *m, int r, float *out);
+#include "backend/tensor.h"
 
 typedef struct sd_layer_w {
     const float *attn_norm;   /* (H) input_layernorm, converted to f32 at load */
@@ -56,7 +37,10 @@ typedef struct sd_weights {
     const float *final_norm;  /* (H) */
     sd_layer_w *layers;       /* (L) */
     sd_mtp_w *mtp;            /* NULL when absent or not requested */
-    float *f32_pool;          /* owns the converted norm vectors */
+    float *f32_pool;          /* host: owns the converted norm vectors */
+    size_t f32_pool_n;        /* floats in f32_pool */
+    const float *norm_pool;   /* uploaded copies only: the backend buffer of the norm vectors */
+    bool lm_head_shared;      /* uploaded copies only: lm_head is the embedding's upload (tied) */
 } sd_weights;
 
 /* Bind every tensor named by model-format.md, checking presence, dtype and the shape the
@@ -64,5 +48,12 @@ typedef struct sd_weights {
 specdec_status sd_weights_bind(const sd_config *c, const sd_st_set *st, bool want_mtp,
                                sd_weights *w, specdec_err *err);
 void sd_weights_free(sd_weights *w);
+
+struct sd_backend;
+/* Put the host weights h (from sd_weights_bind) on backend b: d receives the same structure with
+ * backend pointers (zero-copy views on the CPU). Messages name the tensor that did not fit. */
+specdec_status sd_weights_upload(struct sd_backend *b, const sd_config *c, const sd_weights *h, sd_weights *d,
+                                 specdec_err *err);
+void sd_weights_unload(struct sd_backend *b, const sd_config *c, sd_weights *d);
 
 #endif

@@ -187,6 +187,8 @@ static bool no_filters(const specdec_sampling_params *p, int vocab) {
     return !(p->top_k > 0 && p->top_k < vocab) && !(p->top_p < 1.0f) && !(p->min_p > 0);
 }
 
+bool sd_sampling_filtered(const specdec_sampling_params *p, int vocab) { return !no_filters(p, vocab); }
+
 /* ---- workspace -------------------------------------------------------------------- */
 
 specdec_status sd_sampler_ws_init(sd_sampler_ws *ws, int vocab, specdec_err *err) {

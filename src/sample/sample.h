@@ -70,6 +70,10 @@ typedef struct sd_sampler_ws {
 specdec_status sd_sampler_ws_init(sd_sampler_ws *ws, int vocab, specdec_err *err);
 void sd_sampler_ws_free(sd_sampler_ws *ws);
 
+/* Whether top-k, top-p or min-p filter a vocabulary of `vocab` under p (else a seeded choice is a
+ * Gumbel-max over the whole temperature-scaled row). */
+bool sd_sampling_filtered(const specdec_sampling_params *p, int vocab);
+
 /* Index of the largest logit; the lowest index wins ties; NaN is never chosen; 0 when every
  * value is NaN. n >= 1. */
 int32_t sd_argmax(const float *logits, int n);

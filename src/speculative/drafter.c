@@ -1,38 +1,25 @@
-/* drafter.c: the public drafter handles (specdec_drafter_init_*), the CPU target wrapper (and
- * specdec_spec_generate, which runs the backend-neutral round of round.c on it) and the draft-token
- * choice shared by the drafters that have logits. */
+/* drafter.c: the public drafter handles (specdec_drafter_init_*), the target view, the draft-token
+ * choice shared by the drafters that have logits (on the backend when it can, else on the host),
+ * and specdec_spec_generate (the round of round.c). */
 #include "speculative/drafter.h"
 #include "speculative/spec_internal.h"
 #include "model/ctx.h"
 #include "sample/rng.h"
 #include "util/err.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int cpu_n_past(void *impl) { return ((specdec_ctx *)impl)->n_past; }
-static specdec_status cpu_forward(void *impl, const int32_t *tokens, int T, float *logits, int from,
-                                  float *hidden, specdec_err *err) {
-    return sd_ctx_forward((specdec_ctx *)impl, tokens, T, logits, from, hidden, err);
-}
-static specdec_status cpu_truncate(void *impl, int n, specdec_err *err) {
-    return specdec_ctx_truncate((specdec_ctx *)impl, n, err);
-}
-
-void sd_target_cpu(sd_target *t, specdec_ctx *c) {
+void sd_target_of(sd_target *t, specdec_ctx *c) {
     memset(t, 0, sizeof *t);
-    t->impl = c;
+    t->be = c->be;
+    t->model = c->model;
+    t->w = &c->w;
     t->vocab = c->model->cfg.vocab_size;
     t->hidden = c->model->cfg.hidden_size;
     t->n_ctx = c->rt.n_ctx;
     t->max_batch = c->rt.max_batch;
-    t->n_past = cpu_n_past;
-    t->forward = cpu_forward;
-    t->truncate = cpu_truncate;
-    t->model = c->model;
-    t->pool = c->rt.pool;
-    t->ops = c->rt.ops;
     t->kv_dtype = c->rt.kv_dtype;
-    t->n_threads = c->rt.n_threads;
 }
 
 int32_t sd_draft_choose(sd_sampler_ws *ws, const sd_draft_req *req, const float *logits, int V,
@@ -49,6 +36,38 @@ int32_t sd_draft_choose(sd_sampler_ws *ws, const sd_draft_req *req, const float 
     default:
         return sd_argmax(logits, V);
     }
+}
+
+bool sd_draft_on_backend(const sd_backend *b, const sd_draft_req *req) {
+    if (req->mode == SD_DRAFT_GREEDY) return true;
+    if (req->mode != SD_DRAFT_SEEDED) return false;
+    sd_op_desc od;
+    memset(&od, 0, sizeof od);
+    od.filtered = sd_sampling_filtered(req->sp, 1 << 30);
+    return b->i->supports(b, SD_OP_SAMPLE, &od);
+}
+
+specdec_status sd_draft_pick(sd_backend *b, const sd_draft_req *req, int j, const float *logits, int n, int vocab,
+                             const int32_t *map_dev, const int32_t *map_host, sd_sampler_ws *ws, float *host_row,
+                             float *host_sc, specdec_err *err) {
+    if (sd_draft_on_backend(b, req)) {
+        if (req->mode == SD_DRAFT_GREEDY)
+            SD_BE(b, err, "argmax", b->i->argmax(b, logits, n, 1, map_dev, req->out + j));
+        else
+            SD_BE(b, err, "sample", b->i->sample(b, req->sp, logits, n, vocab, map_dev, 1, (sd_pos){req->pos_dev, 1 + j},
+                                                 req->out + j));
+        return SPECDEC_OK;
+    }
+    const float *row = sd_be_view(b, logits, host_row, sizeof(float) * (size_t)n, err);
+    if (!row) return err ? err->status : SPECDEC_ERR_INTERNAL;
+    if (map_host) {   /* the subset's logits in a vocabulary row that is -inf elsewhere */
+        for (int k = 0; k < n; k++) host_sc[map_host[k]] = row[k];
+        row = host_sc;
+    }
+    int32_t id = sd_draft_choose(ws, req, row, vocab, req->pos + 1 + j, req->q ? &req->q[j] : NULL);
+    if (map_host)
+        for (int k = 0; k < n; k++) host_sc[map_host[k]] = -INFINITY;
+    return b->i->write(b, req->out + j, &id, sizeof id, err);
 }
 
 specdec_status specdec_drafter_init_mtp(const specdec_model *target, specdec_drafter **out,
@@ -85,15 +104,39 @@ specdec_status specdec_drafter_init(const specdec_model *target, const char *spe
     return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown drafter '%s' (want mtp, model:DIR or ngram)", spec);
 }
 
+specdec_status sd_drafter_attach(specdec_drafter *d, specdec_ctx *c, const sd_target *t, specdec_err *err) {
+    if (d->bound != c) {
+        sd_drafter_detach(d);
+        int slot = -1;
+        for (int i = 0; i < SD_CTX_MAX_DRAFTERS && slot < 0; i++)
+            if (!c->drafters[i]) slot = i;
+        if (slot < 0) { sd_drafter_detach(c->drafters[0]); slot = 0; }   /* full: the first one makes room */
+        c->drafters[slot] = d;
+        d->bound = c;
+    }
+    specdec_status st = d->vt->bind(d, t, err);
+    if (st != SPECDEC_OK) sd_drafter_detach(d);
+    return st;
+}
+
+void sd_drafter_detach(specdec_drafter *d) {
+    if (!d || !d->bound) return;
+    if (d->vt->release) d->vt->release(d);
+    for (int i = 0; i < SD_CTX_MAX_DRAFTERS; i++)
+        if (d->bound->drafters[i] == d) d->bound->drafters[i] = NULL;
+    d->bound = NULL;
+}
+
 void specdec_drafter_free(specdec_drafter *d) {
     if (!d) return;
+    sd_drafter_detach(d);
     if (d->vt && d->vt->free) d->vt->free(d);
     free(d);
 }
 
 const char *specdec_drafter_name(const specdec_drafter *d) { return d && d->vt ? d->vt->name : "none"; }
 
-/* The public entry: the round (round.c) on a CPU ctx. */
+/* The public entry: the round (round.c) on the context's backend. */
 specdec_status specdec_spec_generate(specdec_ctx *c, specdec_drafter *d, const specdec_tokenizer *tok,
                                      const int32_t *prompt, int n_prompt, const specdec_gen_params *gp,
                                      const specdec_spec_params *spp, int32_t **out_ids, int *n_out,
@@ -101,8 +144,5 @@ specdec_status specdec_spec_generate(specdec_ctx *c, specdec_drafter *d, const s
     if (out_ids) *out_ids = NULL;
     if (n_out) *n_out = 0;
     if (!c) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_spec_generate: NULL ctx");
-    sd_target t;
-    sd_target_cpu(&t, c);
-    return sd_spec_generate_target(&t, c->model, d, tok, prompt, n_prompt, gp, spp, out_ids, n_out, stats, err);
+    return sd_round_generate(c, d, tok, prompt, n_prompt, gp, spp, out_ids, n_out, stats, err);
 }
-

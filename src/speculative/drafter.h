@@ -3,16 +3,18 @@
  *
  * Protocol, with committed tokens x_0..x_P where x_P is the current bonus (chosen by the target,
  * not yet in the target's KV cache, which holds positions 0..P-1):
- *   bind(target)                 once per generation: allocate / refresh state for this target ctx
- *   prefill(x_0..x_{n-1})        the prompt (resets everything before)
- *   accept(pos0, toks, hid, T)   positions pos0..pos0+T-1 are verified: toks are x_{pos0+1}..x_{pos0+T}
- *                                (the last one is the new bonus), hid the target's hidden states
- *                                h_{pos0}..h_{pos0+T-1} (T, H) after model.norm (NULL unless
+ *   bind(target)                 once per generation: allocate / refresh state for this target
+ *   prefill(x_0..x_{n-1})        the prompt (host ids; resets everything before)
+ *   accept(a)                    positions a->pos0..a->pos0+T-1 are verified: the tokens are
+ *                                x_{pos0+1}..x_{pos0+T} (the last one is the new bonus), the hidden
+ *                                states h_{pos0}..h_{pos0+T-1} (T, H) after model.norm (NULL unless
  *                                needs_hidden). ONE call per round over the whole verified slice;
  *                                pos0 is always where the previous accept ended (0 after prefill).
- *   draft(req)                   propose x_{P+1}..x_{P+n}; anything the drafter wrote for
- *                                speculative positions is replaced by the next accept.
- * Drafter numerics never change the output: the target verifies everything. */
+ *   draft(req)                   propose x_{P+1}..x_{P+n} into backend memory; anything the drafter
+ *                                wrote for speculative positions is replaced by the next accept.
+ * Token ids and hidden states live in the target's backend memory; accept also gets a host copy of
+ * the tokens (the round reads the emitted ids back once per round anyway). Drafter numerics never
+ * change the output: the target verifies everything. */
 #ifndef SD_SPEC_DRAFTER_H
 #define SD_SPEC_DRAFTER_H
 #include "specdec.h"
@@ -31,9 +33,21 @@ typedef struct sd_draft_req {
     int32_t bonus;                       /* x_P */
     sd_draft_mode mode;
     const specdec_sampling_params *sp;   /* the target's sampling parameters */
-    int32_t *out;                        /* (n) proposals */
-    sd_dist *q;                          /* (n) filled in SAMPLE mode by drafters that support it */
+    int32_t *out;                        /* backend (n): the proposals; out[-1] holds the bonus */
+    const int32_t *pos_dev;              /* backend (1): the target's n_past, P */
+    sd_dist *q;                          /* host (n): filled in SAMPLE mode by drafters that support it */
 } sd_draft_req;
+
+/* One verified slice (see the protocol above). */
+typedef struct sd_accept {
+    int pos0, T;
+    sd_pos pos;                          /* backend position of row 0 (its value is pos0) */
+    const int32_t *tokens;               /* backend (T) */
+    const int32_t *tokens_host;          /* host (T), the same ids */
+    const float *hidden;                 /* backend (T, H), or NULL */
+    int own;                             /* the first `own` tokens are this drafter's own drafts of the
+                                          * round just verified (accepted: they equal what it proposed) */
+} sd_accept;
 
 typedef struct sd_drafter_prof {
     int64_t steps;                       /* draft steps profiled */
@@ -50,9 +64,11 @@ typedef struct sd_drafter_vt {
     specdec_status (*prefill)(specdec_drafter *d, const int32_t *prompt, int n, specdec_err *err);
     specdec_status (*draft)(specdec_drafter *d, sd_draft_req *req, int *n_out, specdec_err *err);
     void *draft_tree;        /* reserved for tree drafting (NULL: chains only) */
-    specdec_status (*accept)(specdec_drafter *d, int pos0, const int32_t *tokens, const float *hidden,
-                             int T, specdec_err *err);
+    specdec_status (*accept)(specdec_drafter *d, const sd_accept *a, specdec_err *err);
     void (*reset)(specdec_drafter *d);
+    /* Give back everything held on the bound target's backend (the context is going away, or the
+     * drafter moves to another one); the next bind allocates afresh. */
+    void (*release)(specdec_drafter *d);
     void (*profile)(const specdec_drafter *d, sd_drafter_prof *out);
     void (*free)(specdec_drafter *d);
 } sd_drafter_vt;
@@ -71,20 +87,38 @@ typedef struct sd_auto {
 struct specdec_drafter {
     const sd_drafter_vt *vt;
     void *impl;
+    specdec_ctx *bound;      /* the context whose backend holds this drafter's buffers, or NULL */
     bool profile;            /* set by the round: time the sub-steps of each draft step */
-    /* exactness probe cache: the result for the last target it ran on */
-    const void *probe_model; const void *probe_ops; int probe_threads, probe_kv, probe_K, probe_result;
+    /* exactness probe cache: the result for the last target it ran on (model, backend + kernels,
+     * threads, KV dtype) */
+    const void *probe_model; char probe_kernels[96]; int probe_threads, probe_kv, probe_K, probe_result;
     double probe_ms;
     /* auto block width: measured rates persist across generations with the same target */
     sd_auto au; const void *au_model; int au_threads;
 };
 
-/* Pick a draft token from a logits row (V floats) at position pos, per req->mode; in SAMPLE mode
- * the filtered distribution goes to *q (when non-NULL). ws is scratch sized for V. */
+/* Pick a draft token from a host logits row (V floats) at position pos, per req->mode; in SAMPLE
+ * mode the filtered distribution goes to *q (when non-NULL). ws is scratch sized for V. */
 int32_t sd_draft_choose(sd_sampler_ws *ws, const sd_draft_req *req, const float *logits, int V,
                         int64_t pos, sd_dist *q);
 
-/* Monotonic clock in ms (src/gen/generate.c). */
+/* Whether the backend itself can choose draft j of req (greedy, or seeded when its sampler takes
+ * the filters in use); else the logits are read back and chosen on the host. */
+bool sd_draft_on_backend(const sd_backend *b, const sd_draft_req *req);
+/* Choose draft j of req from logits (backend, n entries; map: the draft vocabulary's ids on the
+ * backend or NULL) into req->out[j]: on the backend when it can, else through a host view
+ * (host_row: V floats of host scratch, host_sc: V floats of -inf, both only for the host path). */
+specdec_status sd_draft_pick(sd_backend *b, const sd_draft_req *req, int j, const float *logits, int n, int vocab,
+                             const int32_t *map_dev, const int32_t *map_host, sd_sampler_ws *ws, float *host_row,
+                             float *host_sc, specdec_err *err);
+
+/* Bind d to context c for a generation: a drafter bound elsewhere first gives its backend buffers
+ * back; the context remembers it so that freeing either side detaches the other. */
+specdec_status sd_drafter_attach(specdec_drafter *d, specdec_ctx *c, const sd_target *t, specdec_err *err);
+/* Release the backend buffers of d and forget its context (no-op when unbound). */
+void sd_drafter_detach(specdec_drafter *d);
+
+/* Monotonic clock in ms (src/decode/generate.c). */
 double sd_now_ms(void);
 
 /* Constructors (one per file). */

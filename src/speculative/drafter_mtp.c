@@ -19,6 +19,7 @@
 #include "speculative/drafter.h"
 #include "speculative/draft_vocab.h"
 #include "model/model.h"
+#include "model/runtime.h"
 #include "util/err.h"
 #include <math.h>
 #include <stdlib.h>
@@ -26,97 +27,144 @@
 
 typedef struct mtp {
     const specdec_model *tm;
-    const sd_mtp_w *w;
+    sd_target t;                 /* the bound target (its backend and weights there) */
+    sd_backend *be;
+    const sd_mtp_w *w;           /* t.w->mtp: the module's weights on the backend */
     sd_runtime rt; bool rt_ok;
-    int key_nctx, key_mb, key_threads; const sd_ops *key_ops; sd_kv_dtype_e key_kv;
+    int key_nctx, key_mb; sd_kv_dtype_e key_kv; const void *key_w;
     sd_kv_cache kv;
-    float *e, *cat, *x, *hin;   /* (mb, H), (mb, 2H), (mb, H), (H) */
-    float *m_last, *logits;     /* (H), (V) */
-    int kv_n;                   /* entries 0..kv_n-1 are held */
-    bool has_prop; int prop_pos;/* logits predict position prop_pos + 1 (prop_pos = bonus position) */
+    /* backend memory */
+    float *e, *cat, *x;          /* (mb, H), (mb, 2H), (mb, H) */
+    float *m_last, *logits;      /* (H), (V) */
+    int kv_n;                    /* entries 0..kv_n-1 are held */
+    bool has_prop; int prop_pos; /* logits predict position prop_pos + 1 (prop_pos = bonus position) */
+    /* host scratch for choices the backend cannot make (rejection sampling) */
     sd_sampler_ws ws;
+    float *h_row, *h_sc;         /* (V), (V) -inf except while a subset row is being chosen */
     sd_drafter_prof prof;
-    /* reduced draft vocabulary (dv.n == 0: the full head) */
+    /* reduced draft vocabulary (dv.n == 0: the full head); host gather, uploaded at bind */
     sd_draft_vocab dv;
-    sd_mat head_r; void *head_buf;   /* (N, H) gathered rows of the LM head */
-    float *logits_r;                 /* (N) */
-    float *logits_sc;                /* (V) -inf except at d2t: the scatter row for non-greedy modes */
+    sd_mat head_h; void *head_buf;   /* (N, H) gathered rows of the LM head, host */
+    sd_mat head_r;                   /* the same on the backend */
+    int32_t *d2t_dev;                /* (N) the ids on the backend */
+    float *logits_r;                 /* (N) backend */
+    sd_backend *dv_be;               /* the backend head_r / d2t_dev / logits_r live on */
 } mtp;
+
+static void dv_unload(mtp *m) {
+    if (!m->dv_be) return;
+    sd_be_unload_mat(m->dv_be, &m->head_r);
+    m->dv_be->i->release(m->dv_be, m->d2t_dev);
+    m->dv_be->i->release(m->dv_be, m->logits_r);
+    m->d2t_dev = NULL; m->logits_r = NULL; m->dv_be = NULL;
+}
 
 static void mtp_release(mtp *m) {
     if (m->rt_ok) sd_runtime_free(&m->rt);
     sd_kv_free(&m->kv);
-    free(m->e); free(m->cat); free(m->x); free(m->hin); free(m->m_last); free(m->logits);
-    m->e = m->cat = m->x = m->hin = m->m_last = m->logits = NULL;
+    if (m->be) {
+        float *bufs[] = {m->e, m->cat, m->x, m->m_last, m->logits};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) m->be->i->release(m->be, bufs[i]);
+    }
+    m->e = m->cat = m->x = m->m_last = m->logits = NULL;
     m->rt_ok = false;
+}
+
+/* The draft vocabulary's head, ids and logits on the bound backend. */
+static specdec_status dv_upload(mtp *m, specdec_err *err) {
+    if (!m->dv.n || m->dv_be == m->be) return SPECDEC_OK;
+    dv_unload(m);
+    sd_backend *b = m->be;
+    SD_TRY(sd_be_upload_mat(b, &m->head_h, "draft vocabulary LM head", &m->head_r, err));
+    m->dv_be = b;
+    SD_TRY(b->i->alloc(b, sizeof(int32_t) * (size_t)m->dv.n, "draft vocabulary ids", (void **)&m->d2t_dev, err));
+    SD_TRY(b->i->write(b, m->d2t_dev, m->dv.d2t, sizeof(int32_t) * (size_t)m->dv.n, err));
+    SD_TRY(b->i->alloc(b, sizeof(float) * (size_t)m->dv.n, "draft vocabulary logits", (void **)&m->logits_r, err));
+    return SPECDEC_OK;
 }
 
 static specdec_status mtp_bind(specdec_drafter *d, const sd_target *t, specdec_err *err) {
     mtp *m = d->impl;
     if (!t->model || t->model != m->tm)
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "MTP drafter: bound to a different target model than it was made for");
-    if (m->rt_ok && m->key_nctx == t->n_ctx && m->key_mb == t->max_batch && m->key_threads == t->n_threads &&
-        m->key_ops == t->ops && m->key_kv == t->kv_dtype) {
-        m->rt.pool = t->pool;   /* same shape: reuse everything, on this ctx's pool */
-        return SPECDEC_OK;
+    if (!t->w->mtp)
+        return sd_fail(err, SPECDEC_ERR_MISSING, "MTP drafter: the target context has no mtp.* weights on its backend");
+    if (m->rt_ok && m->be == t->be && m->key_nctx == t->n_ctx && m->key_mb == t->max_batch && m->key_kv == t->kv_dtype &&
+        m->key_w == t->w) {
+        m->t = *t;   /* same shape on the same backend: reuse everything */
+        return dv_upload(m, err);
     }
     mtp_release(m);
+    m->t = *t;
+    m->be = t->be;
+    m->w = t->w->mtp;
     const sd_config *c = &m->tm->cfg;
-    int H = c->hidden_size, mb = t->max_batch;
-    SD_TRY(sd_runtime_init_shared(&m->rt, c, t->n_ctx, mb, t->pool, t->ops, t->kv_dtype, err));
+    sd_backend *b = m->be;
+    size_t H = (size_t)c->hidden_size, mb = (size_t)t->max_batch, V = (size_t)c->vocab_size;
+    specdec_status st = sd_runtime_init(&m->rt, b, c, t->n_ctx, t->max_batch, t->kv_dtype, err);
+    if (st != SPECDEC_OK) return st;
     m->rt_ok = true;
-    specdec_status st = sd_kv_init(&m->kv, m->w->n_layers, t->n_ctx, c->n_kv_heads * c->head_dim, t->kv_dtype, err);
-    if (st != SPECDEC_OK) { mtp_release(m); return st; }
-    m->e = malloc(sizeof(float) * (size_t)mb * H);
-    m->cat = malloc(sizeof(float) * (size_t)mb * 2 * H);
-    m->x = malloc(sizeof(float) * (size_t)mb * H);
-    m->hin = malloc(sizeof(float) * (size_t)H);
-    m->m_last = malloc(sizeof(float) * (size_t)H);
-    m->logits = malloc(sizeof(float) * (size_t)c->vocab_size);
-    if (!m->e || !m->cat || !m->x || !m->hin || !m->m_last || !m->logits) {
-        mtp_release(m);
-        return sd_fail(err, SPECDEC_ERR_NOMEM, "MTP drafter buffers: out of memory");
+    st = sd_kv_init(&m->kv, b, m->w->n_layers, t->n_ctx, c->n_kv_heads * c->head_dim, t->kv_dtype, err);
+    if (!st) st = b->i->alloc(b, sizeof(float) * mb * H, "MTP drafter", (void **)&m->e, err);
+    if (!st) st = b->i->alloc(b, sizeof(float) * mb * 2 * H, "MTP drafter", (void **)&m->cat, err);
+    if (!st) st = b->i->alloc(b, sizeof(float) * mb * H, "MTP drafter", (void **)&m->x, err);
+    if (!st) st = b->i->alloc(b, sizeof(float) * H, "MTP drafter", (void **)&m->m_last, err);
+    if (!st) st = b->i->alloc(b, sizeof(float) * V, "MTP drafter logits", (void **)&m->logits, err);
+    if (!st && (!m->h_row || !m->h_sc)) {
+        m->h_row = malloc(sizeof(float) * V);
+        m->h_sc = malloc(sizeof(float) * V);
+        if (!m->h_row || !m->h_sc) st = sd_fail(err, SPECDEC_ERR_NOMEM, "MTP drafter buffers: out of memory");
+        else for (size_t i = 0; i < V; i++) m->h_sc[i] = -INFINITY;
     }
-    m->key_nctx = t->n_ctx; m->key_mb = mb; m->key_threads = t->n_threads; m->key_ops = t->ops; m->key_kv = t->kv_dtype;
+    if (!st) st = dv_upload(m, err);
+    if (st != SPECDEC_OK) { mtp_release(m); return st; }
+    m->key_nctx = t->n_ctx; m->key_mb = t->max_batch; m->key_kv = t->kv_dtype; m->key_w = t->w;
     m->kv_n = 0; m->has_prop = false;
     return SPECDEC_OK;
 }
 
-/* Entries for T rows at positions pos0.. (T <= max_batch): tokens tk (T), hidden hid (T, H).
- * Leaves m of the last row in m_last. prof: time the parts (a synchronized profile on CPU). */
-static void mtp_rows(specdec_drafter *d, mtp *m, const int32_t *tk, const float *hid, int T, int pos0, bool prof) {
+/* Entries for T rows at positions pos(t) (T <= max_batch): tokens tk (T), hidden hid (T, H), both
+ * backend. Leaves m of the last row in m_last. prof: time the parts (synchronized). */
+static specdec_status mtp_rows(mtp *m, const int32_t *tk, const float *hid, int T, sd_pos pos, bool prof,
+                               specdec_err *err) {
     const sd_config *c = &m->tm->cfg;
-    const sd_ops *op = m->rt.ops;
+    sd_backend *b = m->be;
+    const sd_backend_i *o = b->i;
     int H = c->hidden_size;
     float eps = c->rms_norm_eps;
     double t0 = prof ? sd_now_ms() : 0;
-    sd_embed(&m->tm->w.embed, tk, T, m->e);
-    for (int t = 0; t < T; t++) {
-        op->rmsnorm(m->cat + (size_t)t * 2 * H, m->e + (size_t)t * H, m->w->pre_fc_norm_embedding, H, 1, eps);
-        op->rmsnorm(m->cat + (size_t)t * 2 * H + H, hid + (size_t)t * H, m->w->pre_fc_norm_hidden, H, 1, eps);
-    }
-    op->matmul(&m->w->fc, m->cat, 2 * H, m->x, H, T, m->rt.pool);
+    SD_BE(b, err, "MTP embed", o->embed(b, &m->t.w->embed, tk, T, m->e, H));
+    SD_BE(b, err, "MTP norm", o->rmsnorm(b, m->cat, 2 * H, m->e, H, m->w->pre_fc_norm_embedding, H, T, eps)); /* embedding first */
+    SD_BE(b, err, "MTP norm", o->rmsnorm(b, m->cat + H, 2 * H, hid, H, m->w->pre_fc_norm_hidden, H, T, eps));  /* then hidden */
+    SD_BE(b, err, "MTP fc", o->matmul(b, &m->w->fc, m->cat, 2 * H, m->x, H, T));
+    if (prof) SD_TRY(o->sync(b, err));
     double t1 = prof ? sd_now_ms() : 0;
     for (int l = 0; l < m->w->n_layers; l++)
-        sd_layer_forward(&m->rt, &m->w->layers[l], &m->kv.layers[l], m->x, T, pos0);
-    op->rmsnorm(m->x, m->x, m->w->norm, H, T, eps);
-    memcpy(m->m_last, m->x + (size_t)(T - 1) * H, sizeof(float) * (size_t)H);
+        SD_TRY(sd_layer_forward(&m->rt, &m->w->layers[l], &m->kv.layers[l], m->x, T, pos, err));
+    SD_BE(b, err, "MTP norm", o->rmsnorm(b, m->x, H, m->x, H, m->w->norm, H, T, eps));
+    SD_TRY(o->copy(b, m->m_last, m->x + (size_t)(T - 1) * H, sizeof(float) * (size_t)H, err));
     if (prof) {
+        SD_TRY(o->sync(b, err));
         double t2 = sd_now_ms();
         m->prof.embed_ms += t1 - t0;
         m->prof.layers_ms += t2 - t1;
         m->prof.clock_reads += 3;
     }
+    return SPECDEC_OK;
 }
 
-static void mtp_head(mtp *m, bool prof) {
+static specdec_status mtp_head(mtp *m, bool prof, specdec_err *err) {
+    sd_backend *b = m->be;
+    int H = m->tm->cfg.hidden_size;
     double t0 = prof ? sd_now_ms() : 0;
-    if (m->dv.n)
-        m->rt.ops->matmul(&m->head_r, m->m_last, m->tm->cfg.hidden_size, m->logits_r, m->dv.n, 1, m->rt.pool);
-    else
-        m->rt.ops->matmul(&m->tm->w.lm_head, m->m_last, m->tm->cfg.hidden_size, m->logits, m->tm->cfg.vocab_size, 1,
-                          m->rt.pool);
-    if (prof) { m->prof.head_ms += sd_now_ms() - t0; m->prof.clock_reads += 2; }
+    if (m->dv.n) SD_BE(b, err, "MTP head", b->i->matmul(b, &m->head_r, m->m_last, H, m->logits_r, m->dv.n, 1));
+    else SD_BE(b, err, "MTP head", b->i->matmul(b, &m->t.w->lm_head, m->m_last, H, m->logits, m->tm->cfg.vocab_size, 1));
+    if (prof) {
+        SD_TRY(b->i->sync(b, err));
+        m->prof.head_ms += sd_now_ms() - t0;
+        m->prof.clock_reads += 2;
+    }
+    return SPECDEC_OK;
 }
 
 static specdec_status mtp_prefill(specdec_drafter *d, const int32_t *prompt, int n, specdec_err *err) {
@@ -125,22 +173,29 @@ static specdec_status mtp_prefill(specdec_drafter *d, const int32_t *prompt, int
     return SPECDEC_OK;
 }
 
-static specdec_status mtp_accept(specdec_drafter *d, int pos0, const int32_t *tokens, const float *hidden,
-                                 int T, specdec_err *err) {
+static specdec_status mtp_accept(specdec_drafter *d, const sd_accept *a, specdec_err *err) {
     mtp *m = d->impl;
+    int pos0 = a->pos0, T = a->T;
     if (!m->rt_ok) return sd_fail(err, SPECDEC_ERR_INTERNAL, "MTP accept before bind");
-    if (!hidden) return sd_fail(err, SPECDEC_ERR_INTERNAL, "MTP accept without the target's hidden states");
+    if (!a->hidden) return sd_fail(err, SPECDEC_ERR_INTERNAL, "MTP accept without the target's hidden states");
     if (pos0 < 0 || pos0 > m->kv_n || pos0 + T > m->rt.n_ctx || T < 1)
         return sd_fail(err, SPECDEC_ERR_INTERNAL, "MTP accept of positions %d..%d: %d entries held, n_ctx %d",
                        pos0, pos0 + T - 1, m->kv_n, m->rt.n_ctx);
     int H = m->tm->cfg.hidden_size, mb = m->rt.max_batch;
     m->kv_n = pos0;   /* rollback: entries >= pos0 are rebuilt below (truncate, no copy) */
-    for (int t0 = 0; t0 < T; t0 += mb) {
-        int n = T - t0 < mb ? T - t0 : mb;
-        mtp_rows(d, m, tokens + t0, hidden + (size_t)t0 * H, n, pos0 + t0, false);
+    /* one recorded sequence per (slice length, where its tokens / hidden states / position live) */
+    uint64_t kv[6] = {(uint64_t)(uintptr_t)m, (uint64_t)T, (uint64_t)(uintptr_t)a->tokens, (uint64_t)(uintptr_t)a->hidden,
+                      (uint64_t)(uintptr_t)a->pos.base, (uint64_t)(int64_t)a->pos.off};
+    uint64_t key = sd_be_key("mtp accept", kv, 6);
+    if (!sd_be_seq_begin(m->be, key)) {
+        for (int t0 = 0; t0 < T; t0 += mb) {
+            int n = T - t0 < mb ? T - t0 : mb;
+            SD_TRY(mtp_rows(m, a->tokens + t0, a->hidden + (size_t)t0 * H, n, (sd_pos){a->pos.base, a->pos.off + t0}, false, err));
+        }
+        SD_TRY(mtp_head(m, false, err));
+        SD_TRY(sd_be_seq_end(m->be, key, err));
     }
     m->kv_n = pos0 + T;
-    mtp_head(m, false);
     m->has_prop = true;
     m->prop_pos = pos0 + T;
     return SPECDEC_OK;
@@ -148,7 +203,7 @@ static specdec_status mtp_accept(specdec_drafter *d, int pos0, const int32_t *to
 
 static specdec_status mtp_draft(specdec_drafter *d, sd_draft_req *req, int *n_out, specdec_err *err) {
     mtp *m = d->impl;
-    int V = m->tm->cfg.vocab_size, H = m->tm->cfg.hidden_size;
+    int V = m->tm->cfg.vocab_size;
     bool prof = d->profile;
     *n_out = 0;
     if (!m->has_prop || m->prop_pos != req->pos)
@@ -156,43 +211,65 @@ static specdec_status mtp_draft(specdec_drafter *d, sd_draft_req *req, int *n_ou
                        (long long)req->pos);
     int P = (int)req->pos, n = req->n;
     if (P + n - 1 > m->rt.n_ctx) n = m->rt.n_ctx - P + 1;
-    for (int j = 0; j < n; j++) {
-        if (j > 0) {   /* entry at P+j-1 pairs d_j with m of the previous step, predicts d_{j+1} */
-            memcpy(m->hin, m->m_last, sizeof(float) * (size_t)H);
-            mtp_rows(d, m, &req->out[j - 1], m->hin, 1, P + j - 1, prof);
-            mtp_head(m, prof);
-            m->kv_n = P + j;
-        }
-        double t0 = prof ? sd_now_ms() : 0;
-        if (m->dv.n && req->mode == SD_DRAFT_GREEDY) {
-            req->out[j] = m->dv.d2t[sd_argmax(m->logits_r, m->dv.n)];
-        } else if (m->dv.n) {
-            for (int k = 0; k < m->dv.n; k++) m->logits_sc[m->dv.d2t[k]] = m->logits_r[k];
-            req->out[j] = sd_draft_choose(&m->ws, req, m->logits_sc, V, (int64_t)P + 1 + j, req->q ? &req->q[j] : NULL);
-        } else
-            req->out[j] = sd_draft_choose(&m->ws, req, m->logits, V, (int64_t)P + 1 + j, req->q ? &req->q[j] : NULL);
-        if (prof) { m->prof.sample_ms += sd_now_ms() - t0; m->prof.clock_reads += 2; m->prof.steps++; }
+    const float *lg = m->dv.n ? m->logits_r : m->logits;
+    int nl = m->dv.n ? m->dv.n : V;
+    /* when the backend makes every choice, the n steps are one recorded sequence per (n, mode,
+     * sampling parameters, head): the positions and the drafted ids stay in backend memory */
+    bool rec = !prof && sd_draft_on_backend(m->be, req);
+    uint64_t key = 0;
+    if (rec) {
+        uint64_t kv[10] = {(uint64_t)(uintptr_t)m, (uint64_t)n, (uint64_t)req->mode, (uint64_t)m->dv.n,
+                           (uint64_t)(uintptr_t)req->out, (uint64_t)(uintptr_t)req->pos_dev};
+        sd_be_key_sampling(req->sp, kv + 6);
+        key = sd_be_key("mtp draft", kv, 10);
     }
+    if (!rec || !sd_be_seq_begin(m->be, key)) {
+        for (int j = 0; j < n; j++) {
+            if (j > 0) {   /* entry at P+j-1 pairs d_j with m of the previous step, predicts d_{j+1} */
+                SD_TRY(mtp_rows(m, &req->out[j - 1], m->m_last, 1, (sd_pos){req->pos_dev, j - 1}, prof, err));
+                SD_TRY(mtp_head(m, prof, err));
+            }
+            double t0 = prof ? sd_now_ms() : 0;
+            SD_TRY(sd_draft_pick(m->be, req, j, lg, nl, V, m->dv.n ? m->d2t_dev : NULL, m->dv.n ? m->dv.d2t : NULL, &m->ws,
+                                 m->h_row, m->h_sc, err));
+            if (prof) {
+                SD_TRY(m->be->i->sync(m->be, err));
+                m->prof.sample_ms += sd_now_ms() - t0;
+                m->prof.clock_reads += 2;
+                m->prof.steps++;
+            }
+        }
+        if (rec) SD_TRY(sd_be_seq_end(m->be, key, err));
+    }
+    if (n > 1) m->kv_n = P + n - 1;
     m->has_prop = false;
     *n_out = n;
     return SPECDEC_OK;
 }
 
 static void mtp_reset(specdec_drafter *d) { mtp *m = d->impl; m->kv_n = 0; m->has_prop = false; }
+static void mtp_unbind(specdec_drafter *d) {
+    mtp *m = d->impl;
+    dv_unload(m);
+    mtp_release(m);
+    m->be = NULL;
+}
 static void mtp_profile(const specdec_drafter *d, sd_drafter_prof *o) { *o = ((const mtp *)d->impl)->prof; }
 static void mtp_dv_release(mtp *m) {
+    dv_unload(m);
     sd_draft_vocab_free(&m->dv);
-    free(m->head_buf); free(m->logits_r); free(m->logits_sc);
-    m->head_buf = NULL; m->logits_r = m->logits_sc = NULL;
-    memset(&m->head_r, 0, sizeof m->head_r);
+    free(m->head_buf);
+    m->head_buf = NULL;
+    memset(&m->head_h, 0, sizeof m->head_h);
 }
 
 static void mtp_free(specdec_drafter *d) {
     mtp *m = d->impl;
     if (!m) return;
-    mtp_release(m);
     mtp_dv_release(m);
+    mtp_release(m);
     sd_sampler_ws_free(&m->ws);
+    free(m->h_row); free(m->h_sc);
     free(m);
     d->impl = NULL;
 }
@@ -200,7 +277,7 @@ static void mtp_free(specdec_drafter *d) {
 static const sd_drafter_vt mtp_vt = {
     .name = "mtp", .needs_hidden = true, .supports_sampling = true, .supports_tree = false,
     .bind = mtp_bind, .prefill = mtp_prefill, .draft = mtp_draft, .draft_tree = NULL, .accept = mtp_accept,
-    .reset = mtp_reset, .profile = mtp_profile, .free = mtp_free,
+    .reset = mtp_reset, .release = mtp_unbind, .profile = mtp_profile, .free = mtp_free,
 };
 
 specdec_status sd_drafter_mtp_new(const specdec_model *target, specdec_drafter **out, specdec_err *err) {
@@ -212,7 +289,6 @@ specdec_status sd_drafter_mtp_new(const specdec_model *target, specdec_drafter *
     mtp *m = calloc(1, sizeof *m);
     if (!d || !m) { free(d); free(m); return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory"); }
     m->tm = target;
-    m->w = target->w.mtp;
     specdec_status st = sd_sampler_ws_init(&m->ws, target->cfg.vocab_size, err);
     if (st != SPECDEC_OK) { free(d); free(m); return st; }
     d->vt = &mtp_vt;
@@ -232,13 +308,11 @@ specdec_status specdec_drafter_set_draft_vocab(specdec_drafter *d, const char *p
     if (!path) return SPECDEC_OK;   /* back to the full head */
     int V = m->tm->cfg.vocab_size;
     SD_TRY(sd_draft_vocab_load(path, n, V, &m->dv, err));
-    specdec_status st = sd_mat_gather_rows(&m->tm->w.lm_head, m->dv.d2t, m->dv.n, &m->head_r, &m->head_buf, err);
+    specdec_status st = sd_mat_gather_rows(&m->tm->w.lm_head, m->dv.d2t, m->dv.n, &m->head_h, &m->head_buf, err);
     if (st != SPECDEC_OK) { sd_err_prefix(err, "%s: LM head", path); mtp_dv_release(m); return st; }
-    m->logits_r = malloc(sizeof(float) * (size_t)m->dv.n);
-    m->logits_sc = malloc(sizeof(float) * (size_t)V);
-    if (!m->logits_r || !m->logits_sc) { mtp_dv_release(m); return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory", path); }
-    for (int i = 0; i < V; i++) m->logits_sc[i] = -INFINITY;
     m->has_prop = false;   /* a proposal computed with the other head is stale */
+    /* bound already: the subset's head goes to the backend now (else at bind) */
+    if (m->be && (st = dv_upload(m, err)) != SPECDEC_OK) { mtp_dv_release(m); return st; }
     return SPECDEC_OK;
 }
 

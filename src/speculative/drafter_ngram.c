@@ -12,6 +12,7 @@ typedef struct ngram {
     int max_n;
     int32_t *hist; int n_hist, cap;
     int32_t *ext; int cap_ext;      /* hist + proposal scratch */
+    sd_backend *be;                 /* where the proposals go */
     sd_drafter_prof prof;
 } ngram;
 
@@ -25,7 +26,10 @@ static specdec_status ensure(ngram *g, int n, specdec_err *err) {
     return SPECDEC_OK;
 }
 
-static specdec_status ng_bind(specdec_drafter *d, const sd_target *t, specdec_err *err) { return SPECDEC_OK; }
+static specdec_status ng_bind(specdec_drafter *d, const sd_target *t, specdec_err *err) {
+    ((ngram *)d->impl)->be = t->be;
+    return SPECDEC_OK;
+}
 
 static specdec_status ng_prefill(specdec_drafter *d, const int32_t *prompt, int n, specdec_err *err) {
     ngram *g = d->impl;
@@ -35,9 +39,10 @@ static specdec_status ng_prefill(specdec_drafter *d, const int32_t *prompt, int 
     return SPECDEC_OK;
 }
 
-static specdec_status ng_accept(specdec_drafter *d, int pos0, const int32_t *tokens, const float *hidden,
-                                int T, specdec_err *err) {
+static specdec_status ng_accept(specdec_drafter *d, const sd_accept *a, specdec_err *err) {
     ngram *g = d->impl;
+    int pos0 = a->pos0, T = a->T;
+    const int32_t *tokens = a->tokens_host;
     if (pos0 + 1 > g->n_hist)
         return sd_fail(err, SPECDEC_ERR_INTERNAL, "ngram accept at %d: history holds %d tokens", pos0, g->n_hist);
     SD_TRY(ensure(g, pos0 + 1 + T, err));
@@ -73,7 +78,7 @@ static specdec_status ng_draft(specdec_drafter *d, sd_draft_req *req, int *n_out
         memcpy(g->ext, h, sizeof *h * (size_t)L);
         int k = 0;
         for (; k < req->n; k++) g->ext[L + k] = g->ext[match_end + 1 + k];  /* reads ahead into ext itself */
-        memcpy(req->out, g->ext + L, sizeof *h * (size_t)k);
+        if (k > 0) SD_TRY(g->be->i->write(g->be, req->out, g->ext + L, sizeof *h * (size_t)k, err));
         *n_out = k;
     }
     if (d->profile) {
@@ -85,6 +90,7 @@ static specdec_status ng_draft(specdec_drafter *d, sd_draft_req *req, int *n_out
 }
 
 static void ng_reset(specdec_drafter *d) { ((ngram *)d->impl)->n_hist = 0; }
+static void ng_unbind(specdec_drafter *d) { ((ngram *)d->impl)->be = NULL; }
 static void ng_profile(const specdec_drafter *d, sd_drafter_prof *o) { *o = ((const ngram *)d->impl)->prof; }
 static void ng_free(specdec_drafter *d) {
     ngram *g = d->impl;
@@ -96,7 +102,7 @@ static void ng_free(specdec_drafter *d) {
 static const sd_drafter_vt ngram_vt = {
     .name = "ngram", .needs_hidden = false, .supports_sampling = false, .supports_tree = false,
     .bind = ng_bind, .prefill = ng_prefill, .draft = ng_draft, .draft_tree = NULL, .accept = ng_accept,
-    .reset = ng_reset, .profile = ng_profile, .free = ng_free,
+    .reset = ng_reset, .release = ng_unbind, .profile = ng_profile, .free = ng_free,
 };
 
 specdec_status sd_drafter_ngram_new(int max_n, specdec_drafter **out, specdec_err *err) {

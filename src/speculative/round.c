@@ -1,23 +1,29 @@
-/* round.c: the speculative decoding loop (design.md, "The round"), backend-neutral: the target
- * is reached only through sd_target (forward / truncate / n_past), the drafter through its
- * function table. One round, with the target's KV cache holding positions 0..P-1 and the bonus
- * x_P chosen but not yet forwarded:
- *   draft     d_1..d_{K-1} for positions P+1..P+K-1
- *   verify    one target forward over [x_P, d_1..d_{K-1}] (T = K): K logits rows (+ hidden)
- *   walk      accepted = agreeing prefix; the target's token after it is the next bonus
- *   finalize  emit through the shared emitter (EOS / stop strings / budget / cancel exactly as
- *             classic decoding), truncate the target to P + accepted + 1
+/* round.c: the decoding loop (design.md, "The round"), written once against the backend table.
+ * Classic decoding is this loop with no drafter (every round has width K = 1). One round, with the
+ * target's KV cache holding positions 0..P-1 and the bonus x_P chosen but not yet forwarded:
+ *   draft     d_1..d_{K-1} for positions P+1..P+K-1, written by the drafter into blk[1..]
+ *   verify    one target forward over blk = [x_P, d_1..d_{K-1}] (T = K rows) and its LM head: the
+ *             target's choice after each row (or the logits, for a host walk)
+ *   walk      the agreeing prefix, the emitted ids and the next bonus; the position advances to
+ *             P + accepted + 1 (the KV rollback: no copy)
+ *   finalize  one readback of the emitted ids; emit them through the shared emitter (EOS / stop
+ *             strings / budget / cancel exactly as classic decoding)
  *   accept    one drafter call over the verified slice (its KV rollback + rebuild)
+ * Where the backend can choose tokens itself (greedy; seeded when its sampler takes the filters in
+ * use) the choice and the walk are backend ops and the ids stay in backend memory until the one
+ * readback per round; otherwise (rejection sampling, or filters the backend cannot apply) the
+ * logits are read back and the walk runs on the host (the CPU backend's reads cost nothing).
  * Every phase is timed with one clock; residual = round - phases (bookkeeping between them). */
 #include "speculative/spec_internal.h"
 #include "decode/emit.h"
+#include "model/ctx.h"
 #include "sample/rng.h"
 #include "util/err.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define LAG_CAP 64     /* verified positions buffered for the drafter during width-1 rounds */
+#define LAG_CAP SD_LAG_CAP
 
 specdec_spec_params specdec_spec_default_params(void) {
     specdec_spec_params p;
@@ -29,6 +35,8 @@ specdec_spec_params specdec_spec_default_params(void) {
 }
 
 typedef struct rs {
+    specdec_ctx *c;            /* the target */
+    sd_backend *be;
     sd_target t;
     specdec_drafter *d;
     const specdec_gen_params *gp;
@@ -37,51 +45,77 @@ typedef struct rs {
     sd_emitter em;
     sd_sampler_ws ws;
     sd_dist p, qone, q[SPECDEC_SPEC_MAX_DEPTH];
-    int V, H, kmax;
-    float *logits;      /* (kmax, V) */
-    float *hidden;      /* (max(kmax, max_batch), H) */
-    int32_t *tmp_tok;   /* (max_batch + kmax) */
-    int32_t *lag_tok;   /* (LAG_CAP + kmax) tokens not yet given to the drafter */
-    float *lag_hid;     /* (LAG_CAP + kmax, H) their hidden states (needs_hidden) */
-    int lag_n, synced;  /* the drafter has seen positions < synced */
+    int V, H, kmax, mb;
+    bool rejection;
+    bool dev_choice;           /* the backend chooses and walks (else the host does) */
     bool need_hidden;
+    uint64_t samp_key[4];      /* the sampling parameters, in recording keys */
+    /* backend memory: the context's round buffers (ctx.h) */
+    int32_t *blk, *choice, *emit, *pos_prev, *sync_pos, *tok, *lag_tok;
+    float *logits, *lag_hid;
+    /* host memory */
+    int32_t *h_emit;           /* (kmax + 1) */
+    int32_t *h_tok;            /* (mb + kmax) */
+    int32_t *h_lag;            /* (LAG_CAP + kmax) */
+    int32_t *h_blk;            /* (kmax) drafts read back for a host walk */
+    float *h_logits;           /* (kmax, V) staging of a host walk's logits (devices only) */
+    int lag_n, synced;         /* the drafter has seen positions < synced */
 } rs;
 
-static specdec_status flush_lag(rs *r, specdec_err *err) {
-    if (r->lag_n == 0) return SPECDEC_OK;
-    SD_TRY(r->d->vt->accept(r->d, r->synced, r->lag_tok, r->need_hidden ? r->lag_hid : NULL, r->lag_n, err));
-    r->synced += r->lag_n;
-    r->lag_n = 0;
+static specdec_status rs_alloc(rs *r, specdec_err *err) {
+    size_t V = (size_t)r->V, H = (size_t)r->H, K = (size_t)r->kmax, mb = (size_t)r->mb;
+    SD_TRY(sd_sampler_ws_init(&r->ws, r->V, err));
+    SD_TRY(sd_dist_init(&r->p, r->V, err));
+    SD_TRY(sd_dist_init(&r->qone, r->V, err));
+    SD_TRY(sd_ctx_round_bufs(r->c, err));
+    const sd_round_bufs *rb = &r->c->rb;
+    r->blk = rb->blk; r->choice = rb->choice; r->emit = rb->emit; r->pos_prev = rb->pos_prev;
+    r->sync_pos = rb->sync_pos; r->tok = rb->tok; r->logits = rb->logits; r->lag_tok = rb->lag_tok; r->lag_hid = rb->lag_hid;
+    (void)H;
+    r->h_emit = malloc(sizeof(int32_t) * (K + 1));
+    r->h_tok = malloc(sizeof(int32_t) * (mb + K));
+    r->h_lag = malloc(sizeof(int32_t) * (LAG_CAP + K));
+    r->h_blk = malloc(sizeof(int32_t) * K);
+    if (!r->be->host_visible) r->h_logits = malloc(sizeof(float) * K * V);
+    if (!r->h_emit || !r->h_tok || !r->h_lag || !r->h_blk || (!r->be->host_visible && !r->h_logits))
+        return sd_fail(err, SPECDEC_ERR_NOMEM, "round buffers: out of memory");
     return SPECDEC_OK;
 }
 
-/* Chunked target prefill (the same max_batch chunks as classic decoding) feeding the drafter
- * each chunk's verified slice; returns the first generated token in *bonus. */
-static specdec_status prefill(rs *r, const int32_t *prompt, int n, int32_t *bonus, specdec_err *err) {
-    int mb = r->t.max_batch;
-    for (int a = 0; a < n; a += mb) {
-        int b = n - a < mb ? n : a + mb;
-        bool last = b == n;
-        SD_TRY(r->t.forward(r->t.impl, prompt + a, b - a, last ? r->logits : NULL, b - a - 1,
-                            r->need_hidden && r->d ? r->hidden : NULL, err));
-        if (last) *bonus = sd_sample(&r->ws, r->sp, r->logits, r->V, n);
-        if (!r->d) continue;
-        memcpy(r->tmp_tok, prompt + a + 1, sizeof(int32_t) * (size_t)(b - a - 1));
-        r->tmp_tok[b - a - 1] = last ? *bonus : prompt[b];
-        double t0 = sd_now_ms();
-        SD_TRY(r->d->vt->accept(r->d, a, r->tmp_tok, r->need_hidden ? r->hidden : NULL, b - a, err));
-        r->s->drafter_prefill_ms += sd_now_ms() - t0;
+static void rs_free(rs *r) {
+    sd_emitter_free(&r->em);
+    sd_sampler_ws_free(&r->ws);
+    sd_dist_free(&r->p); sd_dist_free(&r->qone);
+    for (int i = 0; i < SPECDEC_SPEC_MAX_DEPTH; i++) sd_dist_free(&r->q[i]);
+    free(r->h_emit); free(r->h_tok); free(r->h_lag); free(r->h_blk); free(r->h_logits);
+}
+
+/* The target's token after rows row0..row0+T-1 of its last run (the choice for row t is at
+ * position *c->pos + pos_off + t) into out (backend). Device-choice rounds only. */
+static specdec_status choose_rows(rs *r, int row0, int T, int pos_off, int32_t *out, specdec_err *err) {
+    sd_backend *b = r->be;
+    specdec_ctx *c = r->c;
+    if (!(r->sp->temperature > 0) && b->i->lm_argmax) {
+        SD_BE(b, err, "LM head argmax", b->i->lm_argmax(b, &c->w.lm_head, c->x + (size_t)row0 * r->H, r->H, T, NULL, out));
+        return SPECDEC_OK;
     }
-    r->synced = n;
+    SD_TRY(sd_ctx_head(c, row0, T, r->logits, err));
+    if (!(r->sp->temperature > 0)) SD_BE(b, err, "argmax", b->i->argmax(b, r->logits, r->V, T, NULL, out));
+    else SD_BE(b, err, "sample", b->i->sample(b, r->sp, r->logits, r->V, r->V, NULL, T, (sd_pos){c->pos, pos_off}, out));
     return SPECDEC_OK;
 }
 
-/* Rejection-mode walk over nd drafts; returns accepted count and the next bonus. */
-static specdec_status walk_rejection(rs *r, int P, const int32_t *dr, int nd, bool has_q, int *acc,
+/* Host view of n logits rows computed into r->logits. */
+static const float *host_logits(rs *r, int n, specdec_err *err) {
+    return sd_be_view(r->be, r->logits, r->h_logits, sizeof(float) * (size_t)n * r->V, err);
+}
+
+/* Rejection-mode walk over nd drafts (host ids dr); returns accepted count and the next bonus. */
+static specdec_status walk_rejection(rs *r, const float *lg, int P, const int32_t *dr, int nd, bool has_q, int *acc,
                                      int32_t *nb, specdec_err *err) {
     uint64_t seed = r->sp->seed;
     for (int j = 0; j < nd; j++) {
-        SD_TRY(sd_filter(&r->ws, r->sp, r->logits + (size_t)j * r->V, r->V, &r->p, err));
+        SD_TRY(sd_filter(&r->ws, r->sp, lg + (size_t)j * r->V, r->V, &r->p, err));
         int64_t pos = (int64_t)P + 1 + j;
         double pd = sd_dist_prob(&r->p, dr[j]);
         double qd = has_q ? sd_dist_prob(&r->q[j], dr[j]) : 1.0;
@@ -92,101 +126,164 @@ static specdec_status walk_rejection(rs *r, int P, const int32_t *dr, int nd, bo
         *nb = sd_residual_sample(&r->p, q, sd_rng_uniform(seed, pos, SD_RNG_STREAM_RESIDUAL, 0));
         return SPECDEC_OK;
     }
-    SD_TRY(sd_filter(&r->ws, r->sp, r->logits + (size_t)nd * r->V, r->V, &r->p, err));
+    SD_TRY(sd_filter(&r->ws, r->sp, lg + (size_t)nd * r->V, r->V, &r->p, err));
     *nb = sd_dist_sample(&r->p, sd_rng_uniform(seed, (int64_t)P + 1 + nd, SD_RNG_STREAM_RESIDUAL, 0));
     return SPECDEC_OK;
 }
 
-static double clock_cost_ms(void) {
-    double t0 = sd_now_ms(), x = 0;
-    for (int i = 0; i < 1000; i++) x += sd_now_ms();
-    (void)x;
-    return (sd_now_ms() - t0) / 1001.0;
+/* The verify's LM head over the T rows in c->x: the target's choice per row (device choice), or
+ * the logits (host walk). */
+static specdec_status verify_head(rs *r, int T, specdec_err *err) {
+    if (r->dev_choice) return choose_rows(r, 0, T, 1, r->choice, err);
+    return sd_ctx_head(r->c, 0, T, r->logits, err);
 }
 
-/* The exactness probe, cached on the drafter per (model, ops, threads, kv dtype). Returns in
- * *use whether speculation may run. */
-static specdec_status run_probe(rs *r, const specdec_spec_params *sp, int K, bool *use, specdec_err *err) {
-    specdec_drafter *d = r->d;
-    specdec_spec_stats *s = r->s;
-    *use = true;
-    if (d->probe_result >= 0 && d->probe_model == r->t.model && d->probe_ops == r->t.ops &&
-        d->probe_threads == r->t.n_threads && d->probe_kv == (int)r->t.kv_dtype && d->probe_K >= K) {
-        s->probe = d->probe_result;
-        s->probe_cached = true;
+/* The verify: the target over blk (T = nd + 1 rows) and its LM head; when the backend chooses,
+ * the walk too, as one recorded sequence per (width, sampling parameters): every argument of
+ * every op is fixed by those, positions and ids are read from backend memory. */
+static specdec_status verify(rs *r, int nd, specdec_err *err) {
+    sd_backend *b = r->be;
+    specdec_ctx *c = r->c;
+    int T = nd + 1;
+    if (!r->dev_choice) {
+        SD_TRY(sd_ctx_run(c, r->blk, T, (sd_pos){c->pos, 0}, err));
+        return verify_head(r, T, err);
+    }
+    uint64_t kv[7] = {(uint64_t)(uintptr_t)c, (uint64_t)nd, r->samp_key[0], r->samp_key[1], r->samp_key[2], r->samp_key[3]};
+    uint64_t key = sd_be_key("round verify+walk", kv, 6);
+    if (sd_be_seq_begin(b, key)) return SPECDEC_OK;
+    SD_TRY(sd_ctx_run(c, r->blk, T, (sd_pos){c->pos, 0}, err));
+    SD_TRY(verify_head(r, T, err));
+    SD_BE(b, err, "walk", b->i->walk(b, r->blk, nd, r->choice, r->emit, c->pos, r->pos_prev));
+    return sd_be_seq_end(b, key, err);
+}
+
+/* The walk of a round over nd drafts after the verify, at position P: afterwards r->h_emit holds
+ * [n, e_1..e_n] on the host, r->emit the same on the backend, blk[0] the next bonus and the
+ * target's position P + n. */
+static specdec_status walk(rs *r, int P, int nd, bool has_q, specdec_err *err) {
+    sd_backend *b = r->be;
+    specdec_ctx *c = r->c;
+    int T = nd + 1;
+    if (r->dev_choice) {   /* the walk ran inside the verify's sequence: read its result */
+        SD_TRY(b->i->read(b, r->h_emit, r->emit, sizeof(int32_t) * (size_t)(T + 1), err));
     } else {
-        int P = r->t.n_past(r->t.impl);
-        int Kp = K < r->t.n_ctx - P ? K : r->t.n_ctx - P;
-        if (Kp < 2) {
-            s->probe = -1;
-            snprintf(s->note, sizeof s->note, "exactness probe not run: no room in the context window");
-        } else {
-            int ok = 0;
-            char where[160];
+        const float *lg = host_logits(r, T, err);
+        if (!lg) return err ? err->status : SPECDEC_ERR_INTERNAL;
+        const int32_t *dr = sd_be_view(b, r->blk + 1, r->h_blk, sizeof(int32_t) * (size_t)nd, err);
+        if (!dr && nd) return err ? err->status : SPECDEC_ERR_INTERNAL;
+        int acc = 0;
+        int32_t nb = 0;
+        if (r->rejection) SD_TRY(walk_rejection(r, lg, P, dr, nd, has_q, &acc, &nb, err));
+        else
+            for (int j = 0; j <= nd; j++) {   /* seeded with filters the backend cannot apply */
+                int32_t tj = sd_sample(&r->ws, r->sp, lg + (size_t)j * r->V, r->V, (int64_t)P + 1 + j);
+                if (j < nd && tj == dr[j]) { acc++; continue; }
+                nb = tj;
+                break;
+            }
+        r->h_emit[0] = acc + 1;
+        memcpy(r->h_emit + 1, dr, sizeof(int32_t) * (size_t)acc);
+        r->h_emit[1 + acc] = nb;
+        SD_TRY(b->i->write(b, r->emit, r->h_emit, sizeof(int32_t) * (size_t)(acc + 2), err));
+        SD_TRY(b->i->write(b, r->blk, &nb, sizeof nb, err));
+        SD_TRY(sd_be_write_i32(b, r->pos_prev, P, err));
+        SD_TRY(sd_be_write_i32(b, c->pos, P + acc + 1, err));
+    }
+    c->n_past = P + r->h_emit[0];
+    return SPECDEC_OK;
+}
+
+static specdec_status drafter_accept(rs *r, int pos0, sd_pos pos, const int32_t *tok, const int32_t *tok_host,
+                                     const float *hid, int T, int own, specdec_err *err) {
+    sd_accept a = {.pos0 = pos0, .T = T, .pos = pos, .tokens = tok, .tokens_host = tok_host,
+                   .hidden = r->need_hidden ? hid : NULL, .own = own};
+    return r->d->vt->accept(r->d, &a, err);
+}
+
+static specdec_status flush_lag(rs *r, specdec_err *err) {
+    if (r->lag_n == 0) return SPECDEC_OK;
+    SD_TRY(sd_be_write_i32(r->be, r->sync_pos, r->synced, err));
+    SD_TRY(drafter_accept(r, r->synced, (sd_pos){r->sync_pos, 0}, r->lag_tok, r->h_lag, r->lag_hid, r->lag_n, 0, err));
+    r->synced += r->lag_n;
+    r->lag_n = 0;
+    return SPECDEC_OK;
+}
+
+/* Chunked target prefill (max_batch chunks, the same for every drafter and for classic decoding)
+ * feeding the drafter each chunk's verified slice; the first generated token goes to *bonus (host)
+ * and blk[0] (backend). */
+static specdec_status prefill(rs *r, const int32_t *prompt, int n, int32_t *bonus, specdec_err *err) {
+    specdec_ctx *c = r->c;
+    sd_backend *b = r->be;
+    int mb = r->mb;
+    for (int a = 0; a < n; a += mb) {
+        int m = n - a < mb ? n - a : mb;
+        bool last = a + m == n;
+        SD_TRY(b->i->write(b, c->ids, prompt + a, sizeof(int32_t) * (size_t)m, err));
+        SD_TRY(sd_ctx_run(c, c->ids, m, (sd_pos){c->pos, 0}, err));
+        if (last) {
+            if (r->dev_choice) {
+                SD_TRY(choose_rows(r, m - 1, 1, m, r->blk, err));
+                SD_TRY(b->i->read(b, bonus, r->blk, sizeof *bonus, err));
+            } else {
+                SD_TRY(sd_ctx_head(c, m - 1, 1, r->logits, err));
+                const float *lg = host_logits(r, 1, err);
+                if (!lg) return err ? err->status : SPECDEC_ERR_INTERNAL;
+                *bonus = sd_sample(&r->ws, r->sp, lg, r->V, n);
+                SD_TRY(b->i->write(b, r->blk, bonus, sizeof *bonus, err));
+            }
+        }
+        if (r->d) {
+            memcpy(r->h_tok, prompt + a + 1, sizeof(int32_t) * (size_t)(m - 1));
+            r->h_tok[m - 1] = last ? *bonus : prompt[a + m];
+            SD_TRY(b->i->write(b, r->tok, r->h_tok, sizeof(int32_t) * (size_t)m, err));
             double t0 = sd_now_ms();
-            SD_TRY(sd_spec_probe(&r->t, Kp, sp->probe_draws > 0 ? sp->probe_draws : 1, 1, &ok, where,
-                                 sizeof where, err));
-            s->probe_ms = sd_now_ms() - t0;
-            s->probe = ok;
-            d->probe_model = r->t.model; d->probe_ops = r->t.ops; d->probe_threads = r->t.n_threads;
-            d->probe_kv = (int)r->t.kv_dtype; d->probe_K = Kp; d->probe_result = ok;
-            if (!ok) snprintf(s->note, sizeof s->note, "block-vs-chain exactness probe FAILED (%s)", where);
+            SD_TRY(drafter_accept(r, a, (sd_pos){c->pos, 0}, r->tok, r->h_tok, c->x, m, 0, err));
+            r->s->drafter_prefill_ms += sd_now_ms() - t0;
         }
+        SD_TRY(sd_ctx_set_pos(c, a + m, err));
     }
-    if (s->probe == 0) {
-        if (sp->allow_inexact) {
-            s->inexact = true;
-            size_t l = strlen(s->note);
-            snprintf(s->note + l, sizeof s->note - l, "; allow_inexact: speculating ANYWAY, output may differ from classic");
-        } else {
-            *use = false;
-            size_t l = strlen(s->note);
-            snprintf(s->note + l, sizeof s->note - l, "; speculative decoding declined, classic decoding runs");
-        }
-        if (!sp->quiet) fprintf(stderr, "specdec: warning: %s\n", s->note);
-    }
+    r->synced = n;
     return SPECDEC_OK;
 }
 
-static void rs_free(rs *r) {
-    sd_emitter_free(&r->em);
-    sd_sampler_ws_free(&r->ws);
-    sd_dist_free(&r->p); sd_dist_free(&r->qone);
-    for (int i = 0; i < SPECDEC_SPEC_MAX_DEPTH; i++) sd_dist_free(&r->q[i]);
-    free(r->logits); free(r->hidden); free(r->tmp_tok); free(r->lag_tok); free(r->lag_hid);
-}
-
-static specdec_status rs_alloc(rs *r, specdec_err *err) {
-    int V = r->V, H = r->H, mb = r->t.max_batch;
-    int hrows = r->kmax > mb ? r->kmax : mb;
-    SD_TRY(sd_sampler_ws_init(&r->ws, V, err));
-    SD_TRY(sd_dist_init(&r->p, V, err));
-    SD_TRY(sd_dist_init(&r->qone, V, err));
-    r->logits = malloc(sizeof(float) * (size_t)r->kmax * V);
-    r->hidden = malloc(sizeof(float) * (size_t)hrows * H);
-    r->tmp_tok = malloc(sizeof(int32_t) * (size_t)(mb + r->kmax));
-    r->lag_tok = malloc(sizeof(int32_t) * (LAG_CAP + (size_t)r->kmax));
-    r->lag_hid = malloc(sizeof(float) * (LAG_CAP + (size_t)r->kmax) * H);
-    if (!r->logits || !r->hidden || !r->tmp_tok || !r->lag_tok || !r->lag_hid)
-        return sd_fail(err, SPECDEC_ERR_NOMEM, "speculative buffers: out of memory");
+/* The verified slice of the round just walked, to the drafter: now (width > 1), or buffered
+ * (width 1: the drafter catches up in one batched call before it next drafts). */
+static specdec_status feed_drafter(rs *r, int K, int n, specdec_err *err) {
+    sd_backend *b = r->be;
+    if (K > 1) {   /* the backlog was flushed before drafting: this slice is all there is */
+        SD_TRY(drafter_accept(r, r->synced, (sd_pos){r->pos_prev, 0}, r->emit + 1, r->h_emit + 1, r->c->x, n, n - 1, err));
+        r->synced += n;
+        return SPECDEC_OK;
+    }
+    SD_TRY(b->i->copy(b, r->lag_tok + r->lag_n, r->emit + 1, sizeof(int32_t), err));
+    r->h_lag[r->lag_n] = r->h_emit[1];
+    if (r->need_hidden)
+        SD_TRY(b->i->copy(b, r->lag_hid + (size_t)r->lag_n * r->H, r->c->x, sizeof(float) * (size_t)r->H, err));
+    r->lag_n++;
     return SPECDEC_OK;
 }
 
-specdec_status sd_spec_generate_target(const sd_target *tgt, const specdec_model *model, specdec_drafter *d,
-                                       const specdec_tokenizer *tok, const int32_t *prompt, int n_prompt,
-                                       const specdec_gen_params *gp, const specdec_spec_params *spp,
-                                       int32_t **out_ids, int *n_out, specdec_spec_stats *stats, specdec_err *err) {
+specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specdec_tokenizer *tok,
+                                 const int32_t *prompt, int n_prompt, const specdec_gen_params *gp,
+                                 const specdec_spec_params *spp, int32_t **out_ids, int *n_out,
+                                 specdec_spec_stats *stats, specdec_err *err) {
     specdec_spec_params spdef = specdec_spec_default_params();
     const specdec_spec_params *sp = spp ? spp : &spdef;
     if (out_ids) *out_ids = NULL;
     if (n_out) *n_out = 0;
-    if (!tgt || !gp || (!prompt && n_prompt > 0))
+    if (!c || !gp || (!prompt && n_prompt > 0))
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_spec_generate: NULL argument");
     if (n_prompt <= 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "the prompt is empty");
     if (gp->max_tokens < 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "max_tokens %d is negative", gp->max_tokens);
-    if (n_prompt >= tgt->n_ctx)
+    if (n_prompt >= c->rt.n_ctx)
         return sd_fail(err, SPECDEC_ERR_CONTEXT, "prompt of %d tokens does not fit the context of %d tokens",
-                       n_prompt, tgt->n_ctx);
+                       n_prompt, c->rt.n_ctx);
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= c->model->cfg.vocab_size)
+            return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "token id %d at index %d is outside the vocabulary (%d)",
+                           prompt[i], i, c->model->cfg.vocab_size);
     if (sp->block_size != 0 && (sp->block_size < 2 || sp->block_size > SPECDEC_SPEC_MAX_DEPTH))
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "block size %d not in 2..%d (or 0 = auto)", sp->block_size,
                        SPECDEC_SPEC_MAX_DEPTH);
@@ -199,27 +296,32 @@ specdec_status sd_spec_generate_target(const sd_target *tgt, const specdec_model
     s.block_size = sp->block_size;
     rs r;
     memset(&r, 0, sizeof r);
-    r.d = d; r.gp = gp; r.sp = &gp->sampling; r.s = &s;
-    r.t = *tgt;
-    r.V = r.t.vocab; r.H = r.t.hidden;
-    r.kmax = sp->block_size ? sp->block_size : SD_AUTO_MAX_W;
-    if (r.kmax > r.t.max_batch) r.kmax = r.t.max_batch;
+    r.c = c; r.be = c->be; r.d = d; r.gp = gp; r.sp = &gp->sampling; r.s = &s;
+    sd_target_of(&r.t, c);
+    r.V = r.t.vocab; r.H = r.t.hidden; r.mb = r.t.max_batch;
+    r.kmax = !d ? 1 : sp->block_size ? sp->block_size : SD_AUTO_MAX_W;
+    if (r.kmax > r.mb) r.kmax = r.mb;
     if (r.kmax < 1) r.kmax = 1;
     r.need_hidden = d && d->vt->needs_hidden;
     bool greedy = !(gp->sampling.temperature > 0);
-    bool rejection = !greedy && sp->sampling == SPECDEC_SPEC_REJECTION;
-    sd_draft_mode mode = greedy ? SD_DRAFT_GREEDY : rejection ? SD_DRAFT_SAMPLE : SD_DRAFT_SEEDED;
-    bool has_q = d && rejection && d->vt->supports_sampling;
+    r.rejection = !greedy && d && sp->sampling == SPECDEC_SPEC_REJECTION;
+    sd_op_desc od;
+    memset(&od, 0, sizeof od);
+    od.filtered = sd_sampling_filtered(r.sp, r.V);
+    r.dev_choice = greedy || (!r.rejection && r.be->i->supports(r.be, SD_OP_SAMPLE, &od));
+    sd_draft_mode mode = greedy ? SD_DRAFT_GREEDY : r.rejection ? SD_DRAFT_SAMPLE : SD_DRAFT_SEEDED;
+    bool has_q = d && r.rejection && d->vt->supports_sampling;
+    sd_be_key_sampling(r.sp, r.samp_key);
 
-    specdec_status st = sd_emitter_init(&r.em, tok, model, gp, err);
+    specdec_status st = sd_emitter_init(&r.em, tok, c->model, gp, err);
     if (st == SPECDEC_OK) st = rs_alloc(&r, err);
     for (int i = 0; st == SPECDEC_OK && has_q && i < r.kmax; i++) st = sd_dist_init(&r.q[i], r.V, err);
     if (st == SPECDEC_OK && d) {
         d->profile = sp->profile;
         if (d->vt->reset) d->vt->reset(d);
-        st = d->vt->bind(d, &r.t, err);
+        st = sd_drafter_attach(d, c, &r.t, err);
     }
-    double clock_ms = sp->profile ? clock_cost_ms() : 0;
+    double clock_ms = sp->profile ? sd_clock_cost_ms() : 0;
     sd_drafter_prof prof0 = {0};
     if (st == SPECDEC_OK && d && d->vt->profile) d->vt->profile(d, &prof0);
 
@@ -229,7 +331,7 @@ specdec_status sd_spec_generate_target(const sd_target *tgt, const specdec_model
     s.gen.stop_reason = SD_STOP_BUDGET;
     double t_pf = sd_now_ms(), t_dec = t_pf;
     if (st == SPECDEC_OK) {
-        st = r.t.truncate(r.t.impl, 0, err);   /* a fresh sequence, as classic decoding starts */
+        st = sd_ctx_set_pos(c, 0, err);   /* a fresh sequence */
         if (st == SPECDEC_OK && d) {
             double t0 = sd_now_ms();
             st = d->vt->prefill(d, prompt, n_prompt, err);
@@ -247,94 +349,77 @@ specdec_status sd_spec_generate_target(const sd_target *tgt, const specdec_model
     } else stopped = true;
 
     bool spec_on = d != NULL;
-    if (st == SPECDEC_OK && !stopped && d) st = run_probe(&r, sp, r.kmax, &spec_on, err);
+    if (st == SPECDEC_OK && !stopped && d) st = sd_spec_probe_cached(c, d, sp, r.kmax, &s, &spec_on, err);
     s.speculated = spec_on;
     sd_auto dummy_au, *au = &dummy_au;
     sd_auto_init(au);
     if (d) {   /* the controller's measurements carry over between requests on the same target */
-        if (d->au_model != r.t.model || d->au_threads != r.t.n_threads) {
+        if (d->au_model != c->model || d->au_threads != r.be->n_threads) {
             sd_auto_init(&d->au);
-            d->au_model = r.t.model; d->au_threads = r.t.n_threads;
+            d->au_model = c->model; d->au_threads = r.be->n_threads;
         }
         au = &d->au;
     }
-    int32_t *blk = r.tmp_tok;   /* [bonus, d_1..d_{K-1}] */
     bool auto_off = false;      /* auto: classic won; the drafter is no longer fed this generation */
 
     while (st == SPECDEC_OK && !stopped) {
         if (emitted >= gp->max_tokens) { s.gen.stop_reason = SD_STOP_BUDGET; break; }
-        int P = r.t.n_past(r.t.impl);
-        if (P >= r.t.n_ctx) { s.gen.stop_reason = SD_STOP_CONTEXT; break; }
+        int P = c->n_past;
+        if (P >= c->rt.n_ctx) { s.gen.stop_reason = SD_STOP_CONTEXT; break; }
         double t0 = sd_now_ms();
         int want = !spec_on || auto_off ? 1 : sp->block_size ? sp->block_size : sd_auto_pick(au);
         int K = want;
         if (K > r.kmax) K = r.kmax;
-        if (K > r.t.n_ctx - P) K = r.t.n_ctx - P;
+        if (K > c->rt.n_ctx - P) K = c->rt.n_ctx - P;
         if (K > gp->max_tokens - emitted) K = gp->max_tokens - emitted;
         int nd = 0;
         double t_acc0 = 0;
-        blk[0] = bonus;
         if (K > 1) {
             st = flush_lag(&r, err);
             t_acc0 = sd_now_ms() - t0;
             if (st != SPECDEC_OK) break;
             sd_draft_req req = {.n = K - 1, .pos = P, .bonus = bonus, .mode = mode, .sp = r.sp,
-                                .out = blk + 1, .q = has_q ? r.q : NULL};
+                                .out = r.blk + 1, .pos_dev = c->pos, .q = has_q ? r.q : NULL};
             st = d->vt->draft(d, &req, &nd, err);
             if (st != SPECDEC_OK) break;
             if (nd < 0 || nd > K - 1) { st = sd_fail(err, SPECDEC_ERR_INTERNAL, "drafter returned %d of %d drafts", nd, K - 1); break; }
-            for (int j = 0; j < nd; j++)
-                if (blk[1 + j] < 0 || blk[1 + j] >= r.V) {
-                    st = sd_fail(err, SPECDEC_ERR_INTERNAL, "drafter proposed token %d outside the vocabulary", blk[1 + j]);
-                    break;
-                }
-            if (st != SPECDEC_OK) break;
         }
         int T = nd + 1;
         double t1 = sd_now_ms();
-        st = r.t.forward(r.t.impl, blk, T, r.logits, 0, spec_on && r.need_hidden ? r.hidden : NULL, err);
+        st = verify(&r, nd, err);
         if (st != SPECDEC_OK) break;
         double t2 = sd_now_ms();
-        int acc = 0;
-        int32_t nb = 0;
-        if (rejection) {
-            st = walk_rejection(&r, P, blk + 1, nd, has_q, &acc, &nb, err);
-            if (st != SPECDEC_OK) break;
-        } else {
-            for (int j = 0; j <= nd; j++) {
-                int32_t tj = sd_sample(&r.ws, r.sp, r.logits + (size_t)j * r.V, r.V, (int64_t)P + 1 + j);
-                if (j < nd && tj == blk[1 + j]) { acc++; continue; }
-                nb = tj;
+        st = walk(&r, P, nd, has_q, err);
+        if (st != SPECDEC_OK) break;
+        int n = r.h_emit[0];
+        if (n < 1 || n > T) { st = sd_fail(err, SPECDEC_ERR_INTERNAL, "walk emitted %d of %d tokens", n, T); break; }
+        for (int j = 1; j <= n; j++)
+            if (r.h_emit[j] < 0 || r.h_emit[j] >= r.V) {
+                st = sd_fail(err, SPECDEC_ERR_INTERNAL, "round emitted token %d outside the vocabulary", r.h_emit[j]);
                 break;
             }
-        }
+        if (st != SPECDEC_OK) break;
+        int acc = n - 1;
         double t3 = sd_now_ms();
         int em_round = 0;
-        for (int j = 0; j <= acc && !stopped; j++) {
-            int32_t id = j < acc ? blk[1 + j] : nb;
+        for (int j = 1; j <= n && !stopped; j++) {
             em_round++;
-            if (sd_emit_token(&r.em, id)) { stopped = true; s.gen.stop_reason = r.em.reason; }
+            if (sd_emit_token(&r.em, r.h_emit[j])) { stopped = true; s.gen.stop_reason = r.em.reason; }
         }
         emitted += em_round;
-        if (!stopped) st = r.t.truncate(r.t.impl, P + acc + 1, err);
+        bonus = r.h_emit[n];
         double t4 = sd_now_ms();
         if (st == SPECDEC_OK && spec_on && !stopped && !auto_off) {
-            /* the verified slice: positions P..P+acc, tokens x_{P+1}..x_{P+acc+1} */
-            memcpy(r.lag_tok + r.lag_n, blk + 1, sizeof(int32_t) * (size_t)acc);
-            r.lag_tok[r.lag_n + acc] = nb;
-            if (r.need_hidden)
-                memcpy(r.lag_hid + (size_t)r.lag_n * r.H, r.hidden, sizeof(float) * (size_t)(acc + 1) * r.H);
-            r.lag_n += acc + 1;
-            if (K == 1 && r.lag_n >= LAG_CAP && !sp->block_size && au->n >= (int64_t)au->explore_rounds * SD_AUTO_MAX_W &&
-                sd_auto_best(au) == 1) {
+            st = feed_drafter(&r, K, n, err);
+            if (st == SPECDEC_OK && K == 1 && r.lag_n >= LAG_CAP && !sp->block_size &&
+                au->n >= (int64_t)au->explore_rounds * SD_AUTO_MAX_W && sd_auto_best(au) == 1) {
                 /* classic is measurably fastest: stop paying for the drafter's catch-up */
                 auto_off = true;
                 r.lag_n = 0;
                 snprintf(s.note, sizeof s.note, "auto: classic decoding measured fastest; speculation declined after %lld rounds",
                          (long long)s.rounds + 1);
-            } else if (K > 1 || r.lag_n >= LAG_CAP) st = flush_lag(&r, err);
+            } else if (st == SPECDEC_OK && K == 1 && r.lag_n >= LAG_CAP) st = flush_lag(&r, err);
         }
-        bonus = nb;
         double t5 = sd_now_ms();
         if (spec_on) {
             s.rounds++;
@@ -363,28 +448,11 @@ specdec_status sd_spec_generate_target(const sd_target *tgt, const specdec_model
      * (after the first token) but is reported apart (probe_ms), as classic decoding has none */
     s.gen.decode_ms = t_end - t_dec - s.probe_ms;
     s.gen.generated_tokens = r.em.n_ids;
-    if (s.gen.prefill_ms > 0) s.gen.prefill_tok_s = s.gen.prompt_tokens / (s.gen.prefill_ms / 1e3);
-    if (s.gen.decode_ms > 0 && s.gen.generated_tokens > 1)
-        s.gen.decode_tok_s = (s.gen.generated_tokens - 1) / (s.gen.decode_ms / 1e3);
-    s.residual_ms = s.round_ms - (s.draft_ms + s.verify_ms + s.walk_ms + s.finalize_ms + s.accept_ms);
-    s.tau = s.rounds ? (double)s.emitted / (double)s.rounds : 0;
-    if (!sp->block_size && spec_on) {
-        int64_t best = -1;
-        for (int w = 1; w <= SD_AUTO_MAX_W; w++)
-            if (s.rounds_at_width[w] > best) { best = s.rounds_at_width[w]; s.auto_width = w; }
-    }
+    sd_spec_stats_finish(&s, sp, spec_on);
     if (d && d->vt->profile && sp->profile) {
         sd_drafter_prof p1;
         d->vt->profile(d, &p1);
-        s.profiled = true;
-        s.profile_steps = p1.steps - prof0.steps;
-        s.prof_upload_ms = p1.upload_ms - prof0.upload_ms;
-        s.prof_embed_ms = p1.embed_ms - prof0.embed_ms;
-        s.prof_layers_ms = p1.layers_ms - prof0.layers_ms;
-        s.prof_head_ms = p1.head_ms - prof0.head_ms;
-        s.prof_sample_ms = p1.sample_ms - prof0.sample_ms;
-        s.prof_readback_ms = p1.readback_ms - prof0.readback_ms;
-        s.prof_overhead_ms = (double)(p1.clock_reads - prof0.clock_reads) * clock_ms;
+        sd_spec_stats_profile(&s, &prof0, &p1, clock_ms);
     }
     if (d) d->profile = false;
     if (stats) *stats = s;

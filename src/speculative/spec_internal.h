@@ -8,8 +8,20 @@
  * forward K random tokens in one call and then one by one, compare the logits byte for byte,
  * and truncate back to P. *ok = 1 when every byte matched. On a mismatch, where says the first
  * differing (draw, row, column). */
-specdec_status sd_spec_probe(const sd_target *t, int K, int draws, uint64_t seed, int *ok, char *where,
+specdec_status sd_spec_probe(specdec_ctx *c, int K, int draws, uint64_t seed, int *ok, char *where,
                              size_t where_n, specdec_err *err);
+
+/* The probe with its cache on the drafter (keyed by model, backend and kernels, threads, KV dtype):
+ * runs it when needed from the context's current state, fills the probe fields and note of s, and
+ * says in *use whether speculation may run (fail closed unless allow_inexact). */
+specdec_status sd_spec_probe_cached(specdec_ctx *c, specdec_drafter *d, const specdec_spec_params *sp, int K,
+                                    specdec_spec_stats *s, bool *use, specdec_err *err);
+
+/* stats.c: the cost of one clock read (ms); the derived fields of s once a generation ended; the
+ * drafter profile's difference p1 - p0. */
+double sd_clock_cost_ms(void);
+void sd_spec_stats_finish(specdec_spec_stats *s, const specdec_spec_params *sp, bool spec_on);
+void sd_spec_stats_profile(specdec_spec_stats *s, const sd_drafter_prof *p0, const sd_drafter_prof *p1, double clock_ms);
 
 void sd_auto_init(sd_auto *a);
 int sd_auto_pick(sd_auto *a);
@@ -17,11 +29,10 @@ void sd_auto_update(sd_auto *a, int width, int emitted, double ms);
 /* The width with the best measured rate (1 when nothing measured). */
 int sd_auto_best(const sd_auto *a);
 
-/* The whole speculative generation on any backend's target (specdec_spec_generate wraps a CPU
- * ctx into one). model supplies the EOS ids of config.json to the emitter (may be NULL). */
-specdec_status sd_spec_generate_target(const sd_target *t, const specdec_model *model, specdec_drafter *d,
-                                       const specdec_tokenizer *tok, const int32_t *prompt, int n_prompt,
-                                       const specdec_gen_params *gp, const specdec_spec_params *sp,
-                                       int32_t **out_ids, int *n_out, specdec_spec_stats *stats, specdec_err *err);
+/* The whole generation on context c with drafter d (NULL: classic decoding, the round with K = 1). */
+specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specdec_tokenizer *tok,
+                                 const int32_t *prompt, int n_prompt, const specdec_gen_params *gp,
+                                 const specdec_spec_params *sp, int32_t **out_ids, int *n_out,
+                                 specdec_spec_stats *stats, specdec_err *err);
 
 #endif

@@ -7,6 +7,38 @@
 
 static double per_round(double ms, int64_t rounds) { return rounds ? ms / (double)rounds : 0; }
 
+double sd_clock_cost_ms(void) {
+    double t0 = sd_now_ms(), x = 0;
+    for (int i = 0; i < 1000; i++) x += sd_now_ms();
+    (void)x;
+    return (sd_now_ms() - t0) / 1001.0;
+}
+
+void sd_spec_stats_finish(specdec_spec_stats *s, const specdec_spec_params *sp, bool spec_on) {
+    if (s->gen.prefill_ms > 0) s->gen.prefill_tok_s = s->gen.prompt_tokens / (s->gen.prefill_ms / 1e3);
+    if (s->gen.decode_ms > 0 && s->gen.generated_tokens > 1)
+        s->gen.decode_tok_s = (s->gen.generated_tokens - 1) / (s->gen.decode_ms / 1e3);
+    s->residual_ms = s->round_ms - (s->draft_ms + s->verify_ms + s->walk_ms + s->finalize_ms + s->accept_ms);
+    s->tau = s->rounds ? (double)s->emitted / (double)s->rounds : 0;
+    if (!sp->block_size && spec_on) {
+        int64_t best = -1;
+        for (int w = 1; w <= SD_AUTO_MAX_W; w++)
+            if (s->rounds_at_width[w] > best) { best = s->rounds_at_width[w]; s->auto_width = w; }
+    }
+}
+
+void sd_spec_stats_profile(specdec_spec_stats *s, const sd_drafter_prof *p0, const sd_drafter_prof *p1, double clock_ms) {
+    s->profiled = true;
+    s->profile_steps = p1->steps - p0->steps;
+    s->prof_upload_ms = p1->upload_ms - p0->upload_ms;
+    s->prof_embed_ms = p1->embed_ms - p0->embed_ms;
+    s->prof_layers_ms = p1->layers_ms - p0->layers_ms;
+    s->prof_head_ms = p1->head_ms - p0->head_ms;
+    s->prof_sample_ms = p1->sample_ms - p0->sample_ms;
+    s->prof_readback_ms = p1->readback_ms - p0->readback_ms;
+    s->prof_overhead_ms = (double)(p1->clock_reads - p0->clock_reads) * clock_ms;
+}
+
 void specdec_spec_stats_summary(const specdec_spec_stats *s, char *buf, size_t n) {
     size_t l = 0;
 #define AP(...) do { if (l < n) l += (size_t)snprintf(buf + l, n - l, __VA_ARGS__); } while (0)

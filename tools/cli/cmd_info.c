@@ -3,15 +3,22 @@
 #include <string.h>
 
 int cmd_info(int argc, char **argv) {
-    const char *dir = NULL;
+    const char *dir = NULL, *backend = "auto";
+    long threads = 0, device = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc) dir = argv[++i];
-        else return cli_fail("info: unknown option '%s'", argv[i]);
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-m") && val) dir = argv[++i];
+        else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name"); backend = val; i++; }
+        else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &threads)) return 1; i++; }
+        else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &device)) return 1; i++; }
+        else return cli_fail("info: unknown option '%s'", a);
     }
     if (!dir) return cli_fail("info needs -m DIR");
     specdec_err err = {0};
     if (specdec_cpu_kernels_check(&err)) return cli_fail_err(&err);
     const char *kernels = specdec_cpu_kernels();
+    char be[256];
+    if (specdec_backend_describe(backend, (int)threads, (int)device, be, sizeof be, &err)) return cli_fail_err(&err);
     specdec_model *m = NULL;
     if (cli_load_model(dir, true, &m, &err)) return cli_fail_err(&err);
     specdec_model_info in;
@@ -33,6 +40,7 @@ int cmd_info(int argc, char **argv) {
         printf("mtp drafter:       %d layer(s), %llu parameters\n", in.mtp_layers, (unsigned long long)in.n_params_mtp);
     else
         printf("mtp drafter:       none\n");
+    printf("backend:           %s (built in: %s)\n", be, specdec_backends());
     printf("cpu kernels:       %s (SPECDEC_SIMD overrides)\n", kernels);
     printf("eos ids:          ");
     for (int i = 0; i < in.n_eos; i++) printf(" %d", in.eos_ids[i]);

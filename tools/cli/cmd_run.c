@@ -37,6 +37,8 @@ int cmd_run(int argc, char **argv) {
             gp.sampling.seed = s; i++;
         }
         else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
+        else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
+        else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
         else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
         else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
         else if (!strcmp(a, "--stop")) {
@@ -107,6 +109,14 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "[stats] prompt %d tokens, prefill %.1f tok/s (%.1f ms), generated %d tokens, decode %.2f tok/s (%.2f ms/token), stop: %s\n",
             st.prompt_tokens, st.prefill_tok_s, st.prefill_ms, st.generated_tokens, st.decode_tok_s,
             st.decode_tok_s > 0 ? 1e3 / st.decode_tok_s : 0.0, reasons[st.stop_reason]);
+    {
+        specdec_backend_stats bs;
+        specdec_ctx_backend_stats(ctx, &bs);
+        fprintf(stderr, "[backend] %s (%s): %llu ops, recorded %llu sequences, replayed %llu, %llu reads, %llu writes\n",
+                specdec_ctx_backend(ctx), specdec_ctx_kernels(ctx), (unsigned long long)bs.ops,
+                (unsigned long long)bs.seq_recorded, (unsigned long long)bs.seq_replayed,
+                (unsigned long long)bs.read_calls, (unsigned long long)bs.write_calls);
+    }
     if (dr) {
         char line[2048];
         specdec_spec_stats_summary(&ss, line, sizeof line);

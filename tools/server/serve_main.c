@@ -103,6 +103,8 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--port")) { if (cli_int(a, val, 1, 65535, &port)) return 1; i++; }
         else if (!strcmp(a, "--api-key")) { if (!val || !*val) return cli_fail("--api-key needs a key"); api_key = val; i++; }
         else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
+        else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
+        else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
         else if (!strcmp(a, "--queue")) { if (cli_int(a, val, 0, 4096, &queue)) return 1; i++; }
         else if (!strcmp(a, "--timeout-s")) { if (cli_int(a, val, 1, 86400, &timeout_s)) return 1; i++; }
         else if (!strcmp(a, "--max-body")) { if (cli_int(a, val, 64, 1L << 30, &v)) return 1; max_body = (unsigned long long)v; i++; }

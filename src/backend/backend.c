@@ -1,0 +1,133 @@
+/* backend.c: the backends built into this binary, chosen by name, and the helpers every caller
+ * of the interface shares (weight-matrix upload, host views of results). */
+#include "backend/backend.h"
+#include "util/err.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef SPECDEC_HAVE_CUDA
+#define NAMES "cpu, cuda, cpu-sim"
+#else
+#define NAMES "cpu, cpu-sim"
+#endif
+
+const char *sd_backend_names(void) { return NAMES; }
+const char *specdec_backends(void) { return NAMES; }
+
+#ifndef SPECDEC_HAVE_CUDA
+specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {
+    (void)o;
+    *out = NULL;
+    return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "backend 'cuda': not built into this binary (backends: " NAMES ")");
+}
+bool sd_backend_cuda_available(void) { return false; }
+#endif
+
+specdec_status sd_backend_create(const char *name, const sd_backend_opts *o, sd_backend **out, specdec_err *err) {
+    sd_backend_opts def;
+    memset(&def, 0, sizeof def);
+    if (!o) o = &def;
+    if (!out) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "sd_backend_create: NULL out");
+    *out = NULL;
+    if (!name || !*name || !strcmp(name, "auto")) {
+        /* auto: the GPU when one is present (and not asked for the CPU reference ops) */
+        if (!o->reference && sd_backend_cuda_available()) return sd_backend_cuda_new(o, out, err);
+        return sd_backend_cpu_new(o, out, err);
+    }
+    if (!strcmp(name, "cpu")) return sd_backend_cpu_new(o, out, err);
+    if (!strcmp(name, "cpu-sim")) return sd_backend_sim_new(o, out, err);
+    if (!strcmp(name, "cuda")) {
+        if (o->reference)
+            return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "the scalar reference ops are a CPU backend mode (backend 'cpu')");
+        return sd_backend_cuda_new(o, out, err);
+    }
+    return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown backend '%s' (backends: auto, " NAMES ")", name);
+}
+
+specdec_status specdec_backend_describe(const char *name, int n_threads, int device, char *buf, size_t n,
+                                        specdec_err *err) {
+    sd_backend_opts o = {.n_threads = n_threads, .device = device};
+    sd_backend *b = NULL;
+    SD_TRY(sd_backend_create(name, &o, &b, err));
+    if (b->n_threads) snprintf(buf, n, "%s (%s, %d threads)", b->name, b->i->kernels(b), b->n_threads);
+    else snprintf(buf, n, "%s (%s)", b->name, b->i->kernels(b));
+    sd_backend_free(b);
+    return SPECDEC_OK;
+}
+
+void sd_backend_free(sd_backend *b) {
+    if (b && b->i && b->i->free) b->i->free(b);
+}
+
+uint64_t sd_be_key(const char *site, const uint64_t *vals, int n) {
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = site; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 8; k++) h = (h ^ ((vals[i] >> (8 * k)) & 0xff)) * 1099511628211ull;
+    return h;
+}
+
+bool sd_be_seq_begin(sd_backend *b, uint64_t key) { return b->i->seq_begin && b->i->seq_begin(b, key); }
+
+specdec_status sd_be_seq_end(sd_backend *b, uint64_t key, specdec_err *err) {
+    return b->i->seq_end ? b->i->seq_end(b, key, err) : SPECDEC_OK;
+}
+
+void sd_be_key_sampling(const specdec_sampling_params *p, uint64_t out[4]) {
+    uint32_t t, tp, mp;
+    memcpy(&t, &p->temperature, 4); memcpy(&tp, &p->top_p, 4); memcpy(&mp, &p->min_p, 4);
+    out[0] = t; out[1] = p->seed; out[2] = (uint64_t)(uint32_t)p->top_k << 32 | tp; out[3] = mp;
+}
+
+specdec_status sd_be_upload_mat(sd_backend *b, const sd_mat *host, const char *name, sd_mat *dst, specdec_err *err) {
+    *dst = *host;
+    dst->w = dst->scales = dst->biases = NULL;
+    uint64_t r = (uint64_t)host->rows, c = (uint64_t)host->cols;
+    size_t es = host->dtype == SPECDEC_DTYPE_F32 ? 4 : 2;
+    size_t wbytes = host->bits ? (size_t)(r * (c * (uint64_t)host->bits / 8)) : (size_t)(r * c * es);
+    specdec_status st = b->i->upload(b, host->w, wbytes, name, &dst->w, err);
+    if (st == SPECDEC_OK && host->bits) {
+        size_t sbytes = (size_t)(r * (c / (uint64_t)host->group) * es);
+        st = b->i->upload(b, host->scales, sbytes, name, &dst->scales, err);
+        if (st == SPECDEC_OK) st = b->i->upload(b, host->biases, sbytes, name, &dst->biases, err);
+    }
+    if (st != SPECDEC_OK) sd_be_unload_mat(b, dst);
+    return st;
+}
+
+void sd_be_unload_mat(sd_backend *b, sd_mat *m) {
+    if (!b || !m) return;
+    if (m->w) b->i->unload(b, m->w);
+    if (m->scales) b->i->unload(b, m->scales);
+    if (m->biases) b->i->unload(b, m->biases);
+    m->w = m->scales = m->biases = NULL;
+}
+
+specdec_status sd_be_upload_f32(sd_backend *b, const float *host, size_t n, const char *what, const float **out,
+                                specdec_err *err) {
+    const void *p = NULL;
+    SD_TRY(b->i->upload(b, host, n * sizeof(float), what, &p, err));
+    *out = (const float *)p;
+    return SPECDEC_OK;
+}
+
+const void *sd_be_view(sd_backend *b, const void *p, void *tmp, size_t n, specdec_err *err) {
+    if (b->host_visible) return p;
+    if (b->i->read(b, tmp, p, n, err) != SPECDEC_OK) return NULL;
+    return tmp;
+}
+
+specdec_status sd_be_write_i32(sd_backend *b, int32_t *dst, int32_t v, specdec_err *err) {
+    return b->i->write(b, dst, &v, sizeof v, err);
+}
+
+specdec_status sd_be_fail(sd_backend *b, specdec_err *err, specdec_status st, const char *what) {
+    if (b->err.status != SPECDEC_OK && b->err.msg[0]) {
+        if (err) { *err = b->err; err->status = st; }
+        b->err.status = SPECDEC_OK;
+        b->err.msg[0] = 0;
+        return st;
+    }
+    return sd_fail(err, st, "backend %s: %s failed (%s)", b->name, what, specdec_status_name(st));
+}

@@ -1,0 +1,213 @@
+/* backend.h: the backend interface (design.md, "Backends"). A backend is an object that owns
+ * memory and runs ops: it allocates buffers, uploads weights once, writes and reads small buffers,
+ * synchronizes, says which op x dtype it supports, and runs the ops, each returning a status.
+ * The model (src/model/), the round and the drafters (src/speculative/) are written once against
+ * this table and never name a CPU or CUDA function; a backend is a folder (src/cpu/, src/cuda/)
+ * that fills it in and registers a constructor in backend.c.
+ *
+ * Memory. Every pointer an op takes is backend memory (from `alloc` or `upload`) unless the
+ * comment says "host". On a backend whose memory is host memory (`host_visible`: the CPU), host
+ * pointers are backend pointers too, uploads are zero-copy views of the mmapped weights, and
+ * reading a result back costs nothing. On a device, ops are queued in order on one stream; `read`
+ * and `sync` wait for what was queued before them.
+ *
+ * Positions. Ops that depend on where rows sit in the sequence (RoPE, KV store, attention, the
+ * seeded sampler) take an sd_pos whose base is an int32 in backend memory, so the position moves
+ * on the device (the walk advances it) and one recorded launch sequence serves every round.
+ *
+ * Recording. `seq_begin(key)` / `seq_end(key)` bracket a sequence of op calls whose arguments
+ * (pointers, sizes, position offsets) depend only on `key`: a device backend records the
+ * sequence the first time (CUDA graph capture) and replays it afterwards, in which case
+ * seq_begin returns true and the caller issues nothing. Host-side bookkeeping must therefore stay
+ * outside the bracket. Backends without recording return false (the caller issues the ops).
+ *
+ * Errors. An op returns a status; its message is in the backend's `err` (the callers copy it into
+ * theirs: sd_be_fail). On a device an asynchronous fault may surface at a later call or at sync.
+ *
+ * Exactness. Every op a backend runs is batch-invariant on that backend: the value computed for
+ * one row never depends on T, on the other rows, or on how a sequence was split into calls. */
+#ifndef SD_BACKEND_H
+#define SD_BACKEND_H
+#include <stdbool.h>
+#include "specdec.h"
+#include "backend/tensor.h"
+
+typedef struct sd_backend sd_backend;
+
+typedef enum sd_op {
+    SD_OP_EMBED = 0,   /* x[t] = row ids[t] of E, as f32 */
+    SD_OP_MATMUL,      /* y = x W^T, dense or quantized W */
+    SD_OP_RMSNORM,
+    SD_OP_ROPE,
+    SD_OP_SILU_MUL,
+    SD_OP_ADD,
+    SD_OP_KV_STORE,
+    SD_OP_ATTENTION,
+    SD_OP_ARGMAX,      /* per-row argmax of logits */
+    SD_OP_LM_ARGMAX,   /* fused W x + argmax (optional: NULL slot) */
+    SD_OP_SAMPLE,      /* seeded choice per row (desc->filtered: top-k/p, min-p in use) */
+    SD_OP_WALK,
+    SD_OP_COPY_ROW,
+    SD_OP_COUNT
+} sd_op;
+
+/* What a supports() query asks about: the weight kind for EMBED / MATMUL / LM_ARGMAX, the KV dtype
+ * for KV_STORE / ATTENTION, whether sampling filters are in use for SAMPLE. Zero = the default. */
+typedef struct sd_op_desc {
+    specdec_dtype dtype;
+    int bits, group;
+    sd_kv_dtype_e kv_dtype;
+    bool filtered;
+} sd_op_desc;
+
+/* Counters a backend keeps (specdec.h's specdec_backend_stats). */
+typedef specdec_backend_stats sd_backend_stats;
+
+typedef struct sd_backend_i {
+    /* ---- object ---- */
+    void (*free)(sd_backend *b);
+    /* Kernel variant in use ("avx512", "avx2", "sm_90", ...) and why it was chosen. */
+    const char *(*kernels)(const sd_backend *b);
+    bool (*supports)(const sd_backend *b, sd_op op, const sd_op_desc *d);
+
+    /* ---- memory ---- */
+    /* A zero-filled buffer of `bytes`; `what` names it in the out-of-memory message. */
+    specdec_status (*alloc)(sd_backend *b, size_t bytes, const char *what, void **out, specdec_err *err);
+    void (*release)(sd_backend *b, void *p);                      /* p from alloc, may be NULL */
+    /* Weights (host, immutable while the backend uses them): a zero-copy view on the CPU, a device
+     * copy elsewhere. Released with `unload`. */
+    specdec_status (*upload)(sd_backend *b, const void *host, size_t bytes, const char *what,
+                             const void **out, specdec_err *err);
+    void (*unload)(sd_backend *b, const void *p);
+    specdec_status (*write)(sd_backend *b, void *dst, const void *host_src, size_t n, specdec_err *err);
+    specdec_status (*read)(sd_backend *b, void *host_dst, const void *src, size_t n, specdec_err *err);
+    specdec_status (*copy)(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err);
+    specdec_status (*sync)(sd_backend *b, specdec_err *err);
+    /* Make room for the op scratch (attention partials, sampler rows) that calls of up to max_T rows
+     * over contexts of up to n_ctx positions with this attention shape and a vocabulary of `vocab`
+     * need, so no op allocates later (a recording may not allocate). Called by every context that
+     * runs on the backend; sizes only grow. */
+    specdec_status (*reserve)(sd_backend *b, const sd_attn_shape *s, int max_T, int n_ctx, int vocab,
+                              specdec_err *err);
+    /* Recording (optional: NULL = none). See the file comment. */
+    bool (*seq_begin)(sd_backend *b, uint64_t key);
+    specdec_status (*seq_end)(sd_backend *b, uint64_t key, specdec_err *err);
+    /* Forget every recording. Backends call it themselves whenever a buffer is released (a
+     * recording may name it); callers need it only when they reuse a key for other buffers. */
+    void (*seq_reset)(sd_backend *b);
+
+    /* ---- ops (shapes: T rows; x is (T, ldx) row-major, the first `cols` entries of a row used) ---- */
+    /* x (T, ldx): row t = E[ids[t]] as f32 (E dense or quantized; ids in [0, E->rows)). */
+    specdec_status (*embed)(sd_backend *b, const sd_mat *E, const int32_t *ids, int T, float *x, int ldx);
+    /* y (T, ldy) = x (T, ldx) . W^T: y[t][r] = sum_j W[r][j] x[t][j]. */
+    specdec_status (*matmul)(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T);
+    /* out (T, ldo) = rmsnorm(x (T, ldx)) * w over n entries; out may alias x (same ld). */
+    specdec_status (*rmsnorm)(sd_backend *b, float *out, int ldo, const float *x, int ldx, const float *w,
+                              int n, int T, float eps);
+    /* in place on x (T, n_heads*hd): NeoX rotate_half RoPE of row t at position pos(t); cos/sin are
+     * (n_ctx, hd/2) tables in backend memory. */
+    specdec_status (*rope)(sd_backend *b, float *x, int T, int n_heads, int hd, sd_pos pos,
+                           const float *cos_t, const float *sin_t);
+    /* g (T, n) = silu(g) * u */
+    specdec_status (*silu_mul)(sd_backend *b, float *g, const float *u, int n, int T);
+    /* x (n) += y (n) */
+    specdec_status (*add)(sd_backend *b, float *x, const float *y, size_t n);
+    /* rows of src (T, row_elems) f32 into cache rows pos(t) (the cache's dtype). */
+    specdec_status (*kv_store)(sd_backend *b, sd_kv_dtype_e dt, void *cache, int row_elems, const float *src,
+                               int T, sd_pos pos);
+    /* causal GQA attention of q (T, nh*hd) over cache entries 0..pos(t) (the new K/V already
+     * stored) -> out (T, nh*hd). */
+    specdec_status (*attention)(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, const float *q,
+                                float *out, int T, sd_pos pos);
+    /* out[t] = map[a] (a itself when map is NULL) with a the index of the largest of logits row t
+     * (n floats, ld n); the lowest index wins ties, NaN never wins (sd_argmax's contract). */
+    specdec_status (*argmax)(sd_backend *b, const float *logits, int n, int T, const int32_t *map, int32_t *out);
+    /* Optional fused LM head + argmax (NULL: matmul + argmax): out[t] = map[a] (a itself when map
+     * is NULL) with a = argmax_r (W x_t)[r], the logits computed bit for bit as matmul would and
+     * never written. */
+    specdec_status (*lm_argmax)(sd_backend *b, const sd_mat *W, const float *x, int ldx, int T,
+                                const int32_t *map, int32_t *out);
+    /* out[t] = the token sd_sample (src/sample/sample.h) chooses for logits row t (n floats; host
+     * `p`) at position pos(t). When map is non-NULL, row entry k stands for token map[k] and every
+     * other token of the vocabulary (vocab ids) has logit -inf. */
+    specdec_status (*sample)(sd_backend *b, const specdec_sampling_params *p, const float *logits, int n,
+                             int vocab, const int32_t *map, int T, sd_pos pos, int32_t *out);
+    /* The round's walk (design.md step 3) over nd drafts. blk (nd+1): [bonus, d_1..d_nd];
+     * choice (nd+1): the target's token after each verify row. With acc the length of the
+     * agreeing prefix (d_j == choice[j-1]): emit (1 + nd + 1) = [acc+1, d_1..d_acc, choice[acc]];
+     * blk[0] = choice[acc] (the next bonus); *pos_prev = *pos; *pos += acc + 1. */
+    specdec_status (*walk)(sd_backend *b, int32_t *blk, int nd, const int32_t *choice, int32_t *emit,
+                           int32_t *pos, int32_t *pos_prev);
+    /* dst (n) = row (*idx + off) of src (rows of ld floats). */
+    specdec_status (*copy_row)(sd_backend *b, float *dst, const float *src, int ld, int n, const int32_t *idx,
+                               int off);
+} sd_backend_i;
+
+struct sd_backend {
+    const sd_backend_i *i;
+    void *impl;
+    const char *name;          /* "cpu", "cuda" */
+    bool host_visible;         /* backend memory is host memory (see the file comment) */
+    int n_threads;             /* CPU threads the backend runs on (0 on devices) */
+    sd_backend_stats stats;
+    specdec_err err;           /* the message of the last op that failed */
+};
+
+/* Backend options (from specdec_ctx_params). */
+typedef struct sd_backend_opts {
+    int n_threads;             /* CPU: 0 = online CPUs */
+    bool reference;            /* CPU: the scalar reference ops */
+    const char *cpu_level;     /* CPU: a SIMD level by name ("avx2", ...; NULL = the default choice) */
+    int device;                /* GPU index */
+} sd_backend_opts;
+
+/* Create the backend called `name` ("auto", "cpu", "cuda", ...). An unknown or unavailable name is
+ * SPECDEC_ERR_INVALID_ARG / SPECDEC_ERR_UNSUPPORTED with a message listing those built in. */
+specdec_status sd_backend_create(const char *name, const sd_backend_opts *o, sd_backend **out, specdec_err *err);
+void sd_backend_free(sd_backend *b);
+/* Names built into this binary, comma separated ("cpu, cuda"). */
+const char *sd_backend_names(void);
+
+/* Constructors of the backends (one per folder); NULL-returning stubs where not built. */
+specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err);
+specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err);
+/* "cpu-sim" (src/backend/sim.c): a CPU backend that behaves like a device (no host-visible memory,
+ * recorded sequences replayed by key), for testing the code above the interface without a GPU. */
+specdec_status sd_backend_sim_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err);
+/* True when this binary has the CUDA backend and a usable device is present. */
+bool sd_backend_cuda_available(void);
+
+/* ---- helpers over the table (backend.c) ------------------------------------------------ */
+
+/* A recording key from a call site and the values its op arguments depend on (FNV-1a). */
+uint64_t sd_be_key(const char *site, const uint64_t *vals, int n);
+/* seq_begin / seq_end over the optional slots: begin is false (issue the ops) on a backend that
+ * does not record; end is then a no-op. */
+bool sd_be_seq_begin(sd_backend *b, uint64_t key);
+specdec_status sd_be_seq_end(sd_backend *b, uint64_t key, specdec_err *err);
+/* The sampling parameters as key values (4). */
+void sd_be_key_sampling(const specdec_sampling_params *p, uint64_t out[4]);
+
+/* Upload the tensors of a weight matrix (w, scales, biases) named `name`; dst gets the backend
+ * pointers. Release with sd_be_unload_mat. */
+specdec_status sd_be_upload_mat(sd_backend *b, const sd_mat *host, const char *name, sd_mat *dst, specdec_err *err);
+void sd_be_unload_mat(sd_backend *b, sd_mat *m);
+/* Upload n floats (host) into a new backend buffer (norm vectors, tables). */
+specdec_status sd_be_upload_f32(sd_backend *b, const float *host, size_t n, const char *what, const float **out,
+                                specdec_err *err);
+/* A host-readable view of n bytes at backend pointer p: p itself when host_visible, else `tmp`
+ * (host, n bytes) filled by a read. NULL (with err set) when the read fails. */
+const void *sd_be_view(sd_backend *b, const void *p, void *tmp, size_t n, specdec_err *err);
+/* Return st with the backend's last op message copied into err (a generic one naming `what` when
+ * the backend left none). */
+specdec_status sd_be_fail(sd_backend *b, specdec_err *err, specdec_status st, const char *what);
+/* Call an op; on failure return from the calling function with the op's message in err. */
+#define SD_BE(b, err, what, call)                                                          \
+    do {                                                                                   \
+        specdec_status sd_be_st_ = (call);                                                 \
+        if (sd_be_st_ != SPECDEC_OK) return sd_be_fail((b), (err), sd_be_st_, (what));     \
+    } while (0)
+/* Write one int32 (host value) into backend memory. */
+specdec_status sd_be_write_i32(sd_backend *b, int32_t *dst, int32_t v, specdec_err *err);
+
+#endif

@@ -1,0 +1,261 @@
+/* backend_cpu.c: the CPU backend. It owns the thread pool and the op set of one SIMD level (or
+ * the scalar reference set) and fills in the backend table (src/backend/backend.h). Backend
+ * memory is host memory: uploads are zero-copy views of the mmapped weights, reads and writes are
+ * copies, and every position is read straight from its int32. The seeded sampler and the argmax
+ * are the host ones (src/sample/), so a CPU round chooses exactly as classic decoding always has. */
+#include "backend/backend.h"
+#include "cpu/ops.h"
+#include "cpu/ops_internal.h"
+#include "cpu/pool.h"
+#include "sample/sample.h"
+#include "util/err.h"
+#include "util/mem.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cpu_be {
+    sd_backend b;
+    const sd_ops *ops;
+    sd_pool *pool;
+    float *attn_scratch;        /* grows to the largest attention call seen */
+    size_t attn_cap;
+    sd_sampler_ws ws;           /* the sampler's scratch, sized for the largest vocabulary seen */
+    float *scatter;             /* (scatter_n) -inf except while a mapped row is being sampled */
+    int scatter_n;
+} cpu_be;
+
+static cpu_be *CB(sd_backend *b) { return (cpu_be *)b->impl; }
+static int pos_at(sd_pos p) { return p.base[0] + p.off; }
+
+static void cpu_free(sd_backend *b) {
+    cpu_be *c = CB(b);
+    sd_pool_free(c->pool);
+    free(c->attn_scratch);
+    sd_sampler_ws_free(&c->ws);
+    free(c->scatter);
+    free(c);
+}
+
+static const char *cpu_kernels(const sd_backend *b) { return ((const cpu_be *)b->impl)->ops->name; }
+
+static bool cpu_supports(const sd_backend *b, sd_op op, const sd_op_desc *d) {
+    if (op == SD_OP_LM_ARGMAX) return false;   /* matmul + argmax */
+    if (op == SD_OP_EMBED || op == SD_OP_MATMUL) {
+        if (!d) return true;
+        if (d->bits == 0) return d->dtype == SPECDEC_DTYPE_F32 || d->dtype == SPECDEC_DTYPE_F16 || d->dtype == SPECDEC_DTYPE_BF16;
+        return (d->bits == 4 || d->bits == 8) && (d->group == 32 || d->group == 64 || d->group == 128);
+    }
+    return op >= 0 && op < SD_OP_COUNT;
+}
+
+/* ---- memory: host memory ---- */
+static specdec_status cpu_alloc(sd_backend *b, size_t bytes, const char *what, void **out, specdec_err *err) {
+    /* calloc: large buffers (the KV cache) come as untouched zero pages */
+    *out = calloc(1, bytes ? bytes : 1);
+    if (!*out) return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: %zu MiB of memory: out of memory", what, bytes >> 20);
+    return SPECDEC_OK;
+}
+static void cpu_release(sd_backend *b, void *p) { free(p); }
+static specdec_status cpu_upload(sd_backend *b, const void *host, size_t bytes, const char *what, const void **out,
+                                 specdec_err *err) {
+    *out = host;   /* zero-copy: the mapping stays valid while the model is loaded */
+    return SPECDEC_OK;
+}
+static void cpu_unload(sd_backend *b, const void *p) {}
+static specdec_status cpu_write(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err) {
+    if (dst != src) memcpy(dst, src, n);
+    b->stats.write_calls++; b->stats.write_bytes += n;
+    return SPECDEC_OK;
+}
+static specdec_status cpu_read(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err) {
+    if (dst != src) memcpy(dst, src, n);
+    b->stats.read_calls++; b->stats.read_bytes += n;
+    return SPECDEC_OK;
+}
+static specdec_status cpu_copy(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err) {
+    if (dst != src) memmove(dst, src, n);
+    return SPECDEC_OK;
+}
+static specdec_status cpu_sync(sd_backend *b, specdec_err *err) { return SPECDEC_OK; }
+
+/* ---- ops ---- */
+static specdec_status cpu_embed(sd_backend *b, const sd_mat *E, const int32_t *ids, int T, float *x, int ldx) {
+    for (int t = 0; t < T; t++) sd_mat_row_f32(E, ids[t], x + (size_t)t * ldx);
+    b->stats.ops++;
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_matmul(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T) {
+    cpu_be *c = CB(b);
+    c->ops->matmul(W, x, ldx, y, ldy, T, c->pool);
+    b->stats.ops++;
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_rmsnorm(sd_backend *b, float *out, int ldo, const float *x, int ldx, const float *w, int n,
+                                  int T, float eps) {
+    const sd_ops *o = CB(b)->ops;
+    if (ldo == n && ldx == n) o->rmsnorm(out, x, w, n, T, eps);
+    else
+        for (int t = 0; t < T; t++) o->rmsnorm(out + (size_t)t * ldo, x + (size_t)t * ldx, w, n, 1, eps);
+    b->stats.ops++;
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_rope(sd_backend *b, float *x, int T, int n_heads, int hd, sd_pos pos, const float *cos_t,
+                               const float *sin_t) {
+    CB(b)->ops->rope(x, T, n_heads, hd, pos_at(pos), cos_t, sin_t);
+    b->stats.ops++;
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_silu_mul(sd_backend *b, float *g, const float *u, int n, int T) {
+    CB(b)->ops->silu_mul(g, u, n, T);
+    b->stats.ops++;
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_add(sd_backend *b, float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+    b->stats.ops++;
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_kv_store(sd_backend *b, sd_kv_dtype_e dt, void *cache, int row_elems, const float *src, int T,
+                                   sd_pos pos) {
+    sd_kv_store(dt, cache, row_elems, pos_at(pos), src, T);
+    b->stats.ops++;
+    return SPECDEC_OK;
+}
+
+static specdec_status attn_room(sd_backend *b, const sd_attn_shape *s, int T, int n_keys) {
+    cpu_be *c = CB(b);
+    size_t need = sd_attention_scratch_floats(s, T, n_keys, b->n_threads) + 1;
+    if (need <= c->attn_cap) return SPECDEC_OK;
+    float *p = sd_malloc_aligned(need * sizeof(float));
+    if (!p) return sd_fail(&b->err, SPECDEC_ERR_NOMEM, "attention scratch of %zu MiB: out of memory",
+                           need * sizeof(float) >> 20);
+    free(c->attn_scratch);
+    c->attn_scratch = p;
+    c->attn_cap = need;
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_reserve(sd_backend *b, const sd_attn_shape *s, int max_T, int n_ctx, int vocab,
+                                  specdec_err *err) {
+    cpu_be *c = CB(b);
+    specdec_status st = attn_room(b, s, max_T, n_ctx);
+    if (st != SPECDEC_OK) return sd_be_fail(b, err, st, "reserve");
+    if (c->ws.vocab != vocab) {
+        sd_sampler_ws_free(&c->ws);
+        SD_TRY(sd_sampler_ws_init(&c->ws, vocab, err));
+    }
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, const float *q,
+                                    float *out, int T, sd_pos pos) {
+    cpu_be *c = CB(b);
+    int pos0 = pos_at(pos);
+    SD_TRY(attn_room(b, s, T, pos0 + T));   /* only grows when a caller did not reserve */
+    c->ops->attention(s, kv, q, out, T, pos0, c->attn_scratch, c->pool);
+    b->stats.ops++;
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_argmax(sd_backend *b, const float *logits, int n, int T, const int32_t *map, int32_t *out) {
+    for (int t = 0; t < T; t++) {
+        int32_t a = sd_argmax(logits + (size_t)t * n, n);
+        out[t] = map ? map[a] : a;
+    }
+    b->stats.ops++;
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_sample(sd_backend *b, const specdec_sampling_params *p, const float *logits, int n, int vocab,
+                                 const int32_t *map, int T, sd_pos pos, int32_t *out) {
+    cpu_be *c = CB(b);
+    if (c->ws.vocab != vocab) {   /* the sampler's scratch is sized for exactly one vocabulary */
+        sd_sampler_ws_free(&c->ws);
+        SD_TRY(sd_sampler_ws_init(&c->ws, vocab, &b->err));
+    }
+    if (map && c->scatter_n < vocab) {
+        float *s = malloc(sizeof(float) * (size_t)vocab);
+        if (!s) return sd_fail(&b->err, SPECDEC_ERR_NOMEM, "sampler row of %d: out of memory", vocab);
+        for (int i = 0; i < vocab; i++) s[i] = -INFINITY;
+        free(c->scatter);
+        c->scatter = s;
+        c->scatter_n = vocab;
+    }
+    int p0 = pos_at(pos);
+    for (int t = 0; t < T; t++) {
+        const float *row = logits + (size_t)t * n;
+        if (!map) { out[t] = sd_sample(&c->ws, p, row, n, (int64_t)p0 + t); continue; }
+        /* a row over the token subset `map`: every other token is -inf, as the full row would be */
+        for (int k = 0; k < n; k++) c->scatter[map[k]] = row[k];
+        out[t] = sd_sample(&c->ws, p, c->scatter, vocab, (int64_t)p0 + t);
+        for (int k = 0; k < n; k++) c->scatter[map[k]] = -INFINITY;
+    }
+    b->stats.ops++;
+    for (int t = 0; t < T; t++)
+        if (out[t] < 0) return sd_fail(&b->err, SPECDEC_ERR_NOMEM, "sampler of %d tokens: out of memory", vocab);
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_walk(sd_backend *b, int32_t *blk, int nd, const int32_t *choice, int32_t *emit, int32_t *pos,
+                               int32_t *pos_prev) {
+    int acc = 0;
+    while (acc < nd && blk[1 + acc] == choice[acc]) acc++;
+    emit[0] = acc + 1;
+    for (int j = 0; j < acc; j++) emit[1 + j] = blk[1 + j];
+    emit[1 + acc] = choice[acc];
+    blk[0] = choice[acc];
+    *pos_prev = *pos;
+    *pos += acc + 1;
+    b->stats.ops++;
+    return SPECDEC_OK;
+}
+
+static specdec_status cpu_copy_row(sd_backend *b, float *dst, const float *src, int ld, int n, const int32_t *idx,
+                                   int off) {
+    memcpy(dst, src + (size_t)(idx[0] + off) * ld, sizeof(float) * (size_t)n);
+    b->stats.ops++;
+    return SPECDEC_OK;
+}
+
+static const sd_backend_i cpu_i = {
+    .free = cpu_free, .kernels = cpu_kernels, .supports = cpu_supports,
+    .alloc = cpu_alloc, .release = cpu_release, .upload = cpu_upload, .unload = cpu_unload,
+    .write = cpu_write, .read = cpu_read, .copy = cpu_copy, .sync = cpu_sync, .reserve = cpu_reserve,
+    .seq_begin = NULL, .seq_end = NULL,
+    .embed = cpu_embed, .matmul = cpu_matmul, .rmsnorm = cpu_rmsnorm, .rope = cpu_rope,
+    .silu_mul = cpu_silu_mul, .add = cpu_add, .kv_store = cpu_kv_store, .attention = cpu_attention,
+    .argmax = cpu_argmax, .lm_argmax = NULL, .sample = cpu_sample, .walk = cpu_walk, .copy_row = cpu_copy_row,
+};
+
+specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {
+    *out = NULL;
+    const sd_ops *ops = o->reference ? sd_ops_ref() : o->cpu_level ? sd_ops_fast_level(o->cpu_level) : NULL;
+    if (!o->reference && o->cpu_level && !ops)
+        return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "CPU kernel level '%s': not one this machine runs", o->cpu_level);
+    if (!ops) {
+        SD_TRY(sd_simd_check(err));
+        ops = sd_ops_fast();
+    }
+    cpu_be *c = calloc(1, sizeof *c);
+    if (!c) return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
+    c->ops = ops;
+    c->pool = sd_pool_create(o->n_threads);
+    if (!c->pool) {
+        free(c);
+        return sd_fail(err, SPECDEC_ERR_INTERNAL, "could not start %d threads", o->n_threads);
+    }
+    c->b.i = &cpu_i;
+    c->b.impl = c;
+    c->b.name = "cpu";
+    c->b.host_visible = true;
+    c->b.n_threads = sd_pool_size(c->pool);
+    *out = &c->b;
+    return SPECDEC_OK;
+}

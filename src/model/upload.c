@@ -1,0 +1,100 @@
+/* upload.c: a model's weights put on a backend once. Every matrix is uploaded under its tensor
+ * name (so an out-of-memory message names it); the norm vectors, converted to f32 into one pool
+ * at load, go up as one buffer and the pointers are rebased into it. A tied LM head shares the
+ * embedding's upload. On the CPU backend all of this is a zero-copy view of the mapping. */
+#include "model/weights.h"
+#include "backend/backend.h"
+#include "util/err.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const float *rebase(const float *p, const float *host_pool, const float *dev_pool) {
+    return p ? dev_pool + (p - host_pool) : NULL;
+}
+
+static specdec_status up_layer(sd_backend *b, const char *prefix, const sd_layer_w *h, sd_layer_w *d,
+                               const float *hp, const float *dp, specdec_err *err) {
+    char nm[160];
+    d->attn_norm = rebase(h->attn_norm, hp, dp);
+    d->mlp_norm = rebase(h->mlp_norm, hp, dp);
+    d->q_norm = rebase(h->q_norm, hp, dp);
+    d->k_norm = rebase(h->k_norm, hp, dp);
+#define UP(f, n) (snprintf(nm, sizeof nm, "%s.%s.weight", prefix, n), sd_be_upload_mat(b, &h->f, nm, &d->f, err))
+    SD_TRY(UP(q, "self_attn.q_proj"));
+    SD_TRY(UP(k, "self_attn.k_proj"));
+    SD_TRY(UP(v, "self_attn.v_proj"));
+    SD_TRY(UP(o, "self_attn.o_proj"));
+    SD_TRY(UP(gate, "mlp.gate_proj"));
+    SD_TRY(UP(up, "mlp.up_proj"));
+    SD_TRY(UP(down, "mlp.down_proj"));
+#undef UP
+    return SPECDEC_OK;
+}
+
+static void unload_layer(sd_backend *b, sd_layer_w *L) {
+    sd_be_unload_mat(b, &L->q); sd_be_unload_mat(b, &L->k); sd_be_unload_mat(b, &L->v); sd_be_unload_mat(b, &L->o);
+    sd_be_unload_mat(b, &L->gate); sd_be_unload_mat(b, &L->up); sd_be_unload_mat(b, &L->down);
+}
+
+specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_weights *h, sd_weights *d,
+                                 specdec_err *err) {
+    memset(d, 0, sizeof *d);
+    specdec_status st = SPECDEC_OK;
+    const float *dp = NULL;
+    size_t pool_n = h->f32_pool_n;
+    d->layers = calloc((size_t)c->n_layers, sizeof *d->layers);
+    if (h->mtp) {
+        d->mtp = calloc(1, sizeof *d->mtp);
+        if (d->mtp) d->mtp->layers = calloc((size_t)h->mtp->n_layers, sizeof *d->mtp->layers);
+    }
+    if (!d->layers || (h->mtp && (!d->mtp || !d->mtp->layers))) { st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory"); goto fail; }
+    st = sd_be_upload_f32(b, h->f32_pool, pool_n, "norm weights", &dp, err);
+    if (st) goto fail;
+    d->norm_pool = dp;
+    st = sd_be_upload_mat(b, &h->embed, "model.embed_tokens.weight", &d->embed, err);
+    if (st) goto fail;
+    if (h->lm_head.w == h->embed.w) d->lm_head = d->embed, d->lm_head_shared = true;
+    else if ((st = sd_be_upload_mat(b, &h->lm_head, "lm_head.weight", &d->lm_head, err))) goto fail;
+    d->final_norm = rebase(h->final_norm, h->f32_pool, dp);
+    for (int l = 0; l < c->n_layers; l++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "model.layers.%d", l);
+        if ((st = up_layer(b, prefix, &h->layers[l], &d->layers[l], h->f32_pool, dp, err))) goto fail;
+    }
+    if (h->mtp) {
+        sd_mtp_w *m = d->mtp;
+        m->n_layers = h->mtp->n_layers;
+        m->pre_fc_norm_embedding = rebase(h->mtp->pre_fc_norm_embedding, h->f32_pool, dp);
+        m->pre_fc_norm_hidden = rebase(h->mtp->pre_fc_norm_hidden, h->f32_pool, dp);
+        m->norm = rebase(h->mtp->norm, h->f32_pool, dp);
+        if ((st = sd_be_upload_mat(b, &h->mtp->fc, "mtp.fc.weight", &m->fc, err))) goto fail;
+        for (int k = 0; k < m->n_layers; k++) {
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "mtp.layers.%d", k);
+            if ((st = up_layer(b, prefix, &h->mtp->layers[k], &m->layers[k], h->f32_pool, dp, err))) goto fail;
+        }
+    }
+    return SPECDEC_OK;
+fail:
+    sd_weights_unload(b, c, d);
+    return st;
+}
+
+void sd_weights_unload(sd_backend *b, const sd_config *c, sd_weights *d) {
+    if (!b || !d) return;
+    if (d->layers)
+        for (int l = 0; l < c->n_layers; l++) unload_layer(b, &d->layers[l]);
+    if (d->mtp) {
+        if (d->mtp->layers)
+            for (int k = 0; k < d->mtp->n_layers; k++) unload_layer(b, &d->mtp->layers[k]);
+        sd_be_unload_mat(b, &d->mtp->fc);
+        free(d->mtp->layers);
+        free(d->mtp);
+    }
+    if (!d->lm_head_shared) sd_be_unload_mat(b, &d->lm_head);
+    sd_be_unload_mat(b, &d->embed);
+    if (d->norm_pool) b->i->unload(b, d->norm_pool);
+    free(d->layers);
+    memset(d, 0, sizeof *d);
+}
