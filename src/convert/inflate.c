@@ -9,7 +9,6 @@
 #include "convert/inflate.h"
 #include "io/outdir.h"
 #include "quant/quant.h"
-#include "util/path.h"
 #include "util/err.h"
 
 #include <jansson.h>
@@ -96,14 +95,10 @@ static specdec_status target_config(const sd_config *s, const specdec_inflate_pa
 
 /* IN's config.json with the target's shape keys, a record of the inflation, and the output's
  * quantization block. Keys of the source that count layers follow the new layer count. */
-static specdec_status write_config(const char *in, const char *out, const sd_config *s, const sd_config *d,
-                                   const specdec_inflate_params *p, specdec_err *err) {
-    char *src = sd_path_join(in, "config.json"), *dst = sd_path_join(out, "config.json");
-    json_error_t je;
-    json_t *root = src ? json_load_file(src, JSON_REJECT_DUPLICATES, &je) : NULL;
-    specdec_status st = SPECDEC_OK;
-    if (!src || !dst) { st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory"); goto done; }
-    if (!json_is_object(root)) { st = sd_fail(err, SPECDEC_ERR_FORMAT, "%s: cannot re-read: %s", src, je.text); goto done; }
+typedef struct cfg_edit { const sd_config *s, *d; const specdec_inflate_params *p; } cfg_edit;
+static void edit_config(json_t *root, void *user) {
+    const cfg_edit *ce = user;
+    const sd_config *s = ce->s, *d = ce->d;
     json_t *rec = json_object();
     json_object_set_new(rec, "hidden_size", json_integer(s->hidden_size));
     json_object_set_new(rec, "intermediate_size", json_integer(s->intermediate_size));
@@ -111,8 +106,8 @@ static specdec_status write_config(const char *in, const char *out, const sd_con
     json_object_set_new(rec, "num_attention_heads", json_integer(s->n_heads));
     json_object_set_new(rec, "num_key_value_heads", json_integer(s->n_kv_heads));
     json_object_set_new(rec, "tie_word_embeddings", json_boolean(s->tie_word_embeddings));
-    json_object_set_new(rec, "fill", json_string(p->fill_zero ? "zero" : "random"));
-    json_object_set_new(rec, "seed", json_integer((json_int_t)p->seed));
+    json_object_set_new(rec, "fill", json_string(ce->p->fill_zero ? "zero" : "random"));
+    json_object_set_new(rec, "seed", json_integer((json_int_t)ce->p->seed));
     json_object_set_new(root, "inflated_from", rec);
     json_object_set_new(root, "hidden_size", json_integer(d->hidden_size));
     json_object_set_new(root, "intermediate_size", json_integer(d->intermediate_size));
@@ -127,12 +122,6 @@ static specdec_status write_config(const char *in, const char *out, const sd_con
     if (json_is_array(lt) && json_array_size(lt) > 0)
         while (json_array_size(lt) < (size_t)d->n_layers) json_array_append(lt, json_array_get(lt, json_array_size(lt) - 1));
     if (d->quant_bits) sd_quant_config_set(root, d->quant_bits, d->quant_group);
-    st = sd_write_json_synced(dst, root, err);
-done:
-    json_decref(root);
-    free(src);
-    free(dst);
-    return st;
 }
 
 /* The files that describe the vocabulary and generation: valid for any shape. A model card
@@ -173,7 +162,8 @@ specdec_status specdec_inflate(const char *in_dir, const char *out_dir, const sp
     if (r == SPECDEC_OK) r = sd_st_stream_finish(stream, err);
     else sd_st_stream_abort(stream);
     stream = NULL;
-    if (r == SPECDEC_OK) r = write_config(in_dir, od.tmp, &s, &d, &p, err);
+    cfg_edit ce = {&s, &d, &p};
+    if (r == SPECDEC_OK) r = sd_rewrite_config(in_dir, od.tmp, edit_config, &ce, err);
     if (r == SPECDEC_OK) r = sd_copy_side_files(in_dir, od.tmp, is_vocab_file, err);
     if (r == SPECDEC_OK) r = sd_outdir_commit(&od, err);
 done:

@@ -112,6 +112,24 @@ specdec_status sd_write_json_synced(const char *path, const json_t *root, specde
     return st;
 }
 
+specdec_status sd_rewrite_config(const char *in_dir, const char *out_dir, void (*edit)(json_t *root, void *user), void *user,
+                                 specdec_err *err) {
+    char *src = sd_path_join(in_dir, "config.json"), *dst = sd_path_join(out_dir, "config.json");
+    json_error_t je;
+    json_t *root = src ? json_load_file(src, JSON_REJECT_DUPLICATES, &je) : NULL;
+    specdec_status st = SPECDEC_OK;
+    if (!src || !dst) st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
+    else if (!json_is_object(root)) st = sd_fail(err, SPECDEC_ERR_FORMAT, "%s: cannot re-read: %s", src, je.text);
+    if (st == SPECDEC_OK) {
+        edit(root, user);
+        st = sd_write_json_synced(dst, root, err);
+    }
+    json_decref(root);
+    free(src);
+    free(dst);
+    return st;
+}
+
 static specdec_status copy_file(const char *src, const char *dst, specdec_err *err) {
     int in = open(src, O_RDONLY | O_CLOEXEC);
     if (in < 0) return sd_fail(err, SPECDEC_ERR_IO, "%s: cannot open: %s", src, strerror(errno));

@@ -29,6 +29,9 @@ void sd_outdir_end(sd_outdir *o);
 specdec_status sd_write_file_synced(const char *path, const void *data, size_t len, specdec_err *err);
 /* root serialized with 2-space indentation, keys in their order, and a final newline. */
 specdec_status sd_write_json_synced(const char *path, const json_t *root, specdec_err *err);
+/* Write out_dir/config.json: in_dir/config.json (keys in their order) after edit(root, user). */
+specdec_status sd_rewrite_config(const char *in_dir, const char *out_dir, void (*edit)(json_t *root, void *user), void *user,
+                                 specdec_err *err);
 /* Copy the regular files of directory `in` (symlinks followed, as in an HF cache) whose name
  * `keep` accepts into `out`. */
 specdec_status sd_copy_side_files(const char *in, const char *out, bool (*keep)(const char *name), specdec_err *err);

@@ -160,20 +160,9 @@ static bool is_side_file(const char *n) {
 }
 
 /* IN's config.json with "quantization" and "quantization_config" = {"group_size", "bits"}. */
-static specdec_status write_config(const char *in, const char *out, int bits, int G, specdec_err *err) {
-    char *src = sd_path_join(in, "config.json"), *dst = sd_path_join(out, "config.json");
-    specdec_status st = SPECDEC_OK;
-    json_error_t je;
-    json_t *root = src ? json_load_file(src, JSON_REJECT_DUPLICATES, &je) : NULL;
-    if (!src || !dst) { st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory"); goto done; }
-    if (!json_is_object(root)) { st = sd_fail(err, SPECDEC_ERR_FORMAT, "%s: cannot re-read: %s", src, je.text); goto done; }
-    sd_quant_config_set(root, bits, G);
-    st = sd_write_json_synced(dst, root, err);
-done:
-    json_decref(root);
-    free(src);
-    free(dst);
-    return st;
+static void set_quant(json_t *root, void *user) {
+    const int *bg = user;
+    sd_quant_config_set(root, bg[0], bg[1]);
 }
 
 /* Which tensors become quantized. Norms never; mtp.* linears only on request. */
@@ -224,7 +213,8 @@ static specdec_status quantize_into(const char *in, const char *tmp, const sd_co
         s = sd_st_writer_add(w, nm, t->dtype, 2, ssh, qs[i].biases, err);
     }
     if (s == SPECDEC_OK) s = sd_st_writer_write(w, tmp, p->max_shard_bytes, err);
-    if (s == SPECDEC_OK) s = write_config(in, tmp, B, G, err);
+    const int bg[2] = {B, G};
+    if (s == SPECDEC_OK) s = sd_rewrite_config(in, tmp, set_quant, (void *)bg, err);
     if (s == SPECDEC_OK) s = sd_copy_side_files(in, tmp, is_side_file, err);
 done:
     sd_st_writer_free(w);
