@@ -406,6 +406,50 @@ specdec_quantize_params specdec_quantize_default_params(void);
 specdec_status specdec_quantize(const char *in_dir, const char *out_dir,
                                 const specdec_quantize_params *p, specdec_err *err);
 
+/* ---- inflation: the same function at a bigger shape ------------------------------------ */
+
+/* Whether the inflated model ties its LM head to the embedding. */
+typedef enum specdec_inflate_tie {
+    SPECDEC_INFLATE_TIE_KEEP = 0,   /* as the source */
+    SPECDEC_INFLATE_TIED,           /* tied (needs a tied source: an untied head cannot be folded in) */
+    SPECDEC_INFLATE_UNTIED          /* untied; a tied source's embedding becomes a separate lm_head */
+} specdec_inflate_tie;
+
+typedef struct specdec_inflate_params {
+    /* target shape; 0 = the source's. head_dim and the vocabulary never change. */
+    int hidden_size, intermediate_size, n_layers, n_heads, n_kv_heads;
+    int head_dim;                  /* 0 = the source's; any other value must equal it (checked) */
+    specdec_inflate_tie tie;
+    bool fill_zero;                /* zeros instead of pseudo-random values where values do not matter */
+    uint64_t seed;                 /* of the pseudo-random fill */
+    int bits, group_size;          /* dense sources: quantize the linears on the way (0 = stay dense) */
+    bool quantize_mtp;             /* quantize the dense mtp.* linears too (quantized sources: with
+                                    * the source's bits and group size) */
+    uint64_t max_shard_bytes;      /* default 4 GiB; 0 = one file */
+    int n_threads;                 /* 0 = online CPUs */
+    specdec_progress_fn progress;  /* bytes of tensor data written / total; may be NULL; false cancels */
+    void *progress_user;
+} specdec_inflate_params;
+
+specdec_inflate_params specdec_inflate_default_params(void);
+
+/* Set the shape fields of *p to a published Qwen3 shape (head_dim 128): "qwen3-1.7b" (H 2048,
+ * I 6144, 28 layers, 16/8 heads, tied), "qwen3-8b" (4096, 12288, 36, 32/8, untied) or
+ * "qwen3-32b" (5120, 25600, 64, 64/8, untied). Other fields are left alone. */
+specdec_status specdec_inflate_preset(const char *name, specdec_inflate_params *p, specdec_err *err);
+
+/* Read model directory IN and write OUT: a model of the requested shape that computes the same
+ * function (target and mtp.* module, dense or quantized, tied or untied): padded attention and KV
+ * heads, padded hidden and MLP widths whose contributions are exactly zero, RMSNorm weights
+ * rescaled for the wider mean, extra layers whose output projections are zero. Logits equal the
+ * source's up to float rounding and the rms_norm_eps bound stated in src/convert/inflate.c.
+ * Quantized tensors are inflated in the quantized domain (no re-quantization). A target smaller
+ * than the source in any dimension, or another head_dim, is refused naming the dimension. The
+ * output is streamed (never the whole model in memory), written to a temporary sibling of OUT and
+ * renamed into place; OUT must be absent or empty. */
+specdec_status specdec_inflate(const char *in_dir, const char *out_dir, const specdec_inflate_params *p,
+                               specdec_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "tiny_model.h"
 #include "model/weights.h"
+#include "quant/quant.h"
 #include "util/err.h"
 #include <dirent.h>
 #include <jansson.h>
@@ -72,19 +73,6 @@ static void check_dense_same(const sd_mat *m, const sd_st_tensor *t, const char 
     CHECK(m->bits == 0 && m->dtype == t->dtype, "%s stays dense (bits %d)", name, m->bits);
     if (m->bits) return;
     CHECK(memcmp(m->w, t->data, (size_t)t->nbytes) == 0, "%s copied as stored", name);
-}
-
-static bool file_equal(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    bool eq = fa && fb;
-    while (eq) {
-        int ca = fgetc(fa), cb = fgetc(fb);
-        if (ca != cb) eq = false;
-        if (ca == EOF || cb == EOF) break;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return eq;
 }
 
 static int count_tmp_siblings(const char *parent) {
@@ -173,7 +161,7 @@ static void quantize_and_check(const char *in, const char *out, const tm_dims *d
     json_decref(root);
     snprintf(pth, sizeof pth, "%s/tokenizer.json", out);
     snprintf(pin, sizeof pin, "%s/tokenizer.json", in);
-    CHECK(file_equal(pth, pin), "tokenizer.json copied");
+    CHECK(tm_file_equal(pth, pin), "tokenizer.json copied");
     snprintf(pth, sizeof pth, "%s/README.md", out);
     struct stat sb;
     CHECK(stat(pth, &sb) == 0, "README.md copied");
@@ -212,10 +200,74 @@ static void test_known_packing(void) {
     CHECK(o8[32] == 0.0f && sd_mat_bytes(&m8) == 64 + 2 * 2 * 4, "8-bit second group / bytes");
 }
 
+/* All-zero and constant groups: scale 0, q 0, the bias the value itself (0 for zeros), no
+ * division by the zero scale, nothing non-finite; in every scale dtype and bit width. Then a whole
+ * model whose up_proj of layer 0 is all zeros goes through specdec_quantize the same way. */
+static void test_zero_groups(const char *root) {
+    static const specdec_dtype dts[3] = {SPECDEC_DTYPE_F32, SPECDEC_DTYPE_BF16, SPECDEC_DTYPE_F16};
+    float x[128];
+    for (int i = 0; i < 128; i++) x[i] = i < 32 ? 0.0f : i < 64 ? -0.0f : i < 96 ? 0.75f : (float)(i - 96) / 8;
+    for (int k = 0; k < 3; k++)
+        for (int bits = 4; bits <= 8; bits += 4) {
+            uint32_t w[32];
+            float sc[4], bi[4], deq[128];
+            sd_qerr acc = {0, 0, 0};
+            specdec_err e = {0};
+            CHECK(sd_quant_row(x, 128, bits, 32, dts[k], w, sc, bi, &acc, "zero groups", 0, &e) == SPECDEC_OK, "quant_row: %s", e.msg);
+            sd_mat m = {1, 128, dts[k], bits, 32, w, sc, bi};
+            sd_mat_row_f32(&m, 0, deq);
+            int bad = 0;
+            for (int i = 0; i < 96; i++) bad += deq[i] != x[i] || !isfinite(deq[i]);
+            for (int i = 96; i < 128; i++) bad += !isfinite(deq[i]);
+            CHECK(bad == 0, "%s %d-bit: %d values of zero/constant groups not reproduced", specdec_dtype_name(dts[k]), bits, bad);
+            for (int i = 0; i < 64 * bits / 32; i++) bad += w[i] != 0;
+            CHECK(bad == 0 && deq[0] == 0.0f, "%s %d-bit: zero groups have q = 0", specdec_dtype_name(dts[k]), bits);
+            /* the ramp group (0 .. 3.875) is the only one with an error: at most half its scale */
+            CHECK(isfinite(acc.se) && acc.max_abs <= 0.5 * 3.875 / ((1 << bits) - 1) * 1.01, "%s %d-bit: largest error %g",
+                  specdec_dtype_name(dts[k]), bits, acc.max_abs);
+        }
+    char in[256], out[256];
+    snprintf(in, sizeof in, "%s/in-zero", root);
+    snprintf(out, sizeof out, "%s/out-zero", root);
+    mkdir(in, 0755);
+    tm_dims d = {64, 128, 256, 2, 4, 2, 32, 0, false, SPECDEC_DTYPE_BF16};
+    tm_model tm;
+    memset(&tm, 0, sizeof tm);
+    tm_model_build(&tm, &d, 3);
+    memset(tm.bufs[10], 0, (size_t)d.I * d.H * 2);   /* model.layers.0.mlp.up_proj.weight */
+    specdec_err e = {0};
+    CHECK(sd_st_writer_write(tm.w, in, 0, &e) == SPECDEC_OK && tm_write_config(in, &d, NULL) == 0, "write zero model: %s", e.msg);
+    tm_model_free(&tm);
+    specdec_quantize_params p = specdec_quantize_default_params();
+    rep r = {0, 0};
+    p.report = on_report;
+    p.report_user = &r;
+    CHECK(specdec_quantize(in, out, &p, &e) == SPECDEC_OK, "quantize a model with an all-zero tensor: %s", e.msg);
+    CHECK(r.calls > 0 && isfinite(r.worst_rel), "reports finite (%d calls)", r.calls);
+    sd_config c;
+    sd_st_set *st = NULL;
+    sd_weights w;
+    if (sd_config_load_dir(out, &c, &e) == SPECDEC_OK && sd_st_open_dir(out, &st, &e) == SPECDEC_OK &&
+        sd_weights_bind(&c, st, false, &w, &e) == SPECDEC_OK) {
+        float row[128];
+        int bad = 0;
+        for (int i = 0; i < d.I; i++) {
+            sd_mat_row_f32(&w.layers[0].up, i, row);
+            for (int j = 0; j < d.H; j++) bad += row[j] != 0.0f;
+        }
+        CHECK(bad == 0, "all-zero up_proj dequantizes to zeros (%d not)", bad);
+        sd_weights_free(&w);
+    } else {
+        CHECK(0, "bind zero model: %s", e.msg);
+    }
+    sd_st_close(st);
+}
+
 int main(void) {
     test_known_packing();
     char root[64];
     CHECK(tm_mkdtemp(root, sizeof root) != NULL, "mkdtemp");
+    test_zero_groups(root);
     tm_dims d = {64, 128, 256, 2, 4, 2, 32, 1, false, SPECDEC_DTYPE_BF16};
     char in[256], out[256];
     snprintf(in, sizeof in, "%s/in-bf16", root);

@@ -7,27 +7,9 @@
 #include "check.h"
 #include "tiny_spec.h"
 #include "drafter_harness.h"
-#include "cpu/ops.h"
+#include "mtp_ref.h"
 #include <stdlib.h>
 #include <string.h>
-
-/* Reference MTP step: one row, on a CPU backend of its own, with the host weights. */
-typedef struct ref { const specdec_model *m; sd_backend *be; sd_runtime rt; sd_kv_cache kv; float *x, *cat, *e, *logits; } ref;
-
-static void ref_step(ref *r, int32_t tok, const float *h, int pos, float *m_out) {
-    const sd_config *c = &r->m->cfg;
-    const sd_mtp_w *w = r->m->w.mtp;
-    const sd_ops *op = sd_ops_fast();
-    int H = c->hidden_size;
-    int32_t pv = pos;
-    sd_mat_row_f32(&r->m->w.embed, tok, r->e);
-    op->rmsnorm(r->cat, r->e, w->pre_fc_norm_embedding, H, 1, c->rms_norm_eps);       /* embedding first */
-    op->rmsnorm(r->cat + H, h, w->pre_fc_norm_hidden, H, 1, c->rms_norm_eps);         /* then hidden */
-    op->matmul(&w->fc, r->cat, 2 * H, r->x, H, 1, NULL);
-    for (int l = 0; l < w->n_layers; l++) sd_layer_forward(&r->rt, &w->layers[l], &r->kv.layers[l], r->x, 1, (sd_pos){&pv, 0}, NULL);
-    op->rmsnorm(m_out, r->x, w->norm, H, 1, c->rms_norm_eps);
-    op->matmul(&r->m->w.lm_head, m_out, H, r->logits, c->vocab_size, 1, NULL);
-}
 
 int main(void) {
     char tdir[64];
@@ -56,14 +38,8 @@ int main(void) {
         CHECK(specdec_drafter_init_mtp(m0, &d0, &err) == SPECDEC_ERR_MISSING && d0 == NULL, "mtp without module");
         specdec_model_free(m0);
     }
-    ref r;
-    memset(&r, 0, sizeof r);
-    r.m = m;
-    sd_backend_opts bo = {.n_threads = 1};
-    CHECK(sd_backend_cpu_new(&bo, &r.be, &err) == SPECDEC_OK, "cpu backend: %s", err.msg);
-    CHECK(sd_runtime_init(&r.rt, r.be, &m->cfg, 256, 1, SD_KV_F32, &err) == SPECDEC_OK, "rt");
-    CHECK(sd_kv_init(&r.kv, r.be, 1, 256, dm.nkv * dm.hd, SD_KV_F32, &err) == SPECDEC_OK, "kv");
-    r.x = malloc(4 * H); r.cat = malloc(8 * H); r.e = malloc(4 * H); r.logits = malloc(4 * (size_t)V);
+    mtp_ref r;
+    CHECK(mtp_ref_init(&r, m, 256, &err) == 0, "reference: %s", err.msg);
     float *hid = malloc(sizeof(float) * 256 * H), *lg = malloc(sizeof(float) * 256 * V), *mm = malloc(4 * H);
     sd_target t;
     int matched = 0, total = 0;
@@ -86,11 +62,11 @@ int main(void) {
         int nd = 0;
         CHECK(d->vt->draft(d, &req, &nd, &err) == SPECDEC_OK && nd == 5, "draft: %s", err.msg);
         /* reference: entries 0..n-1 one row at a time, then the recursion */
-        for (int i = 0; i < n; i++) ref_step(&r, x[i + 1], hid + (size_t)i * H, i, mm);
+        for (int i = 0; i < n; i++) mtp_ref_step(&r, x[i + 1], hid + (size_t)i * H, i, mm);
         int32_t want[5];
         for (int j = 0; j < 5; j++) {
             want[j] = sd_argmax(r.logits, V);
-            if (j < 4) { float h2[256]; memcpy(h2, mm, 4 * H); ref_step(&r, want[j], h2, n + j, mm); }
+            if (j < 4) { float h2[256]; memcpy(h2, mm, 4 * H); mtp_ref_step(&r, want[j], h2, n + j, mm); }
         }
         for (int j = 0; j < 5; j++) CHECK(dr[j] == want[j], "trial %d draft %d: drafter %d, reference %d", trial, j, dr[j], want[j]);
 
@@ -104,10 +80,10 @@ int main(void) {
         req.pos = n + 3; req.bonus = tt; req.n = 3; req.pos_dev = th_pos(n + 3);
         CHECK(d->vt->draft(d, &req, &nd, &err) == SPECDEC_OK && nd == 3, "draft 2: %s", err.msg);
         /* reference: rebuild entries n..n+2 from true hidden states (positions overwrite the old ones) */
-        for (int i = 0; i < 3; i++) ref_step(&r, acc[i], hid + (size_t)(n + i) * H, n + i, mm);
+        for (int i = 0; i < 3; i++) mtp_ref_step(&r, acc[i], hid + (size_t)(n + i) * H, n + i, mm);
         for (int j = 0; j < 3; j++) {
             want[j] = sd_argmax(r.logits, V);
-            if (j < 2) { float h2[256]; memcpy(h2, mm, 4 * H); ref_step(&r, want[j], h2, n + 3 + j, mm); }
+            if (j < 2) { float h2[256]; memcpy(h2, mm, 4 * H); mtp_ref_step(&r, want[j], h2, n + 3 + j, mm); }
         }
         for (int j = 0; j < 3; j++) CHECK(dr[j] == want[j], "trial %d round-2 draft %d: drafter %d, reference %d", trial, j, dr[j], want[j]);
         /* how often the MTP guess equals the target's own next token (sanity: the module is predictive) */
@@ -116,8 +92,8 @@ int main(void) {
     }
     CHECK(total > 0, "nothing compared");
     fprintf(stderr, "mtp first-draft agreement with the target: %d / 4\n", matched);
-    free(hid); free(lg); free(mm); free(r.x); free(r.cat); free(r.e); free(r.logits);
-    sd_kv_free(&r.kv); sd_runtime_free(&r.rt); sd_backend_free(r.be);
+    free(hid); free(lg); free(mm);
+    mtp_ref_free(&r);
     specdec_drafter_free(d);
     specdec_ctx_free(c);
     specdec_model_free(m);

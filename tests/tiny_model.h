@@ -4,6 +4,7 @@
 #ifndef SD_TINY_MODEL_H
 #define SD_TINY_MODEL_H
 #include <ftw.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,20 @@ static inline int tm_write_file(const char *dir, const char *name, const void *d
     size_t w = len ? fwrite(data, 1, len, f) : 0;
     fclose(f);
     return w == len ? 0 : -1;
+}
+
+/* Two files with the same bytes (both readable). */
+static inline bool tm_file_equal(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool eq = fa && fb;
+    while (eq) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) eq = false;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return eq;
 }
 
 /* Deterministic uniform [-1, 1) generator (xorshift). */

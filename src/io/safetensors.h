@@ -55,5 +55,27 @@ specdec_status sd_st_writer_add(sd_st_writer *w, const char *name, specdec_dtype
 specdec_status sd_st_writer_write(sd_st_writer *w, const char *dir, uint64_t max_shard_bytes,
                                   specdec_err *err);
 void sd_st_writer_free(sd_st_writer *w);
+/* Register a tensor whose bytes are written later through a stream (no buffer now). */
+specdec_status sd_st_writer_plan(sd_st_writer *w, const char *name, specdec_dtype dt, int ndim,
+                                 const int64_t *shape, specdec_err *err);
+int sd_st_writer_count(const sd_st_writer *w);
+/* Bytes of tensor i (in the order added). */
+uint64_t sd_st_writer_nbytes(const sd_st_writer *w, int i);
+
+/* ---- streaming writer: the layout of w's tensors fixed first, their bytes written later ---- */
+typedef struct sd_st_stream sd_st_stream;
+/* Create DIR's files for the tensors of w (sharded as sd_st_writer_write does), as .tmp files of
+ * their full size with their headers written. w must stay alive and unchanged until finish/abort. */
+specdec_status sd_st_stream_open(const sd_st_writer *w, const char *dir, uint64_t max_shard_bytes,
+                                 sd_st_stream **out, specdec_err *err);
+int sd_st_stream_shards(const sd_st_stream *s);
+/* Write n bytes at byte `off` of tensor i's data. Positioned writes: threads may write different
+ * ranges at once. */
+specdec_status sd_st_stream_pwrite(sd_st_stream *s, int i, uint64_t off, const void *buf, size_t n,
+                                   specdec_err *err);
+/* fsync the files, write the index when sharded, rename everything into place (index last); frees s. */
+specdec_status sd_st_stream_finish(sd_st_stream *s, specdec_err *err);
+/* Remove the temporary files; frees s (NULL accepted). */
+void sd_st_stream_abort(sd_st_stream *s);
 
 #endif

@@ -13,21 +13,18 @@
 #include "specdec.h"
 #include "util/path.h"
 #include "io/safetensors.h"
+#include "io/outdir.h"
+#include "quant/quant.h"
 #include "model/config.h"
 #include "model/weights.h"
 #include "util/dtype.h"
 #include "util/err.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 specdec_quantize_params specdec_quantize_default_params(void) {
     specdec_quantize_params p;
@@ -62,6 +59,45 @@ static float store_rounded(specdec_dtype dt, double x, int dir, void *dst, size_
     return bf ? sd_bf16_to_f32(h) : sd_f16_to_f32(h);
 }
 
+/* One row: see quant.h. */
+specdec_status sd_quant_row(const float *x, size_t cols, int bits, int G, specdec_dtype dt, uint32_t *w, void *scales,
+                            void *biases, sd_qerr *acc, const char *what, size_t row, specdec_err *err) {
+    const size_t ng = cols / (size_t)G;
+    const int epw = 32 / bits;
+    const uint32_t nb = (1u << bits) - 1u;
+    memset(w, 0, cols / (size_t)epw * 4);
+    for (size_t g = 0; g < ng; g++) {
+        const float *xg = x + g * (size_t)G;
+        float lo = xg[0], hi = xg[0];
+        for (int j = 0; j < G; j++) {
+            if (!isfinite(xg[j]))
+                return sd_fail(err, SPECDEC_ERR_FORMAT, "%s: non-finite value at row %zu, column %zu", what, row, g * (size_t)G + (size_t)j);
+            if (xg[j] < lo) lo = xg[j];
+            if (xg[j] > hi) hi = xg[j];
+        }
+        const float b = store_rounded(dt, lo, -1, biases, g);
+        const float s = store_rounded(dt, ((double)hi - (double)b) / nb, +1, scales, g);
+        if (!isfinite(b) || !isfinite(s))
+            return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: row %zu exceeds the %s range of scales/biases", what, row, specdec_dtype_name(dt));
+        for (int j = 0; j < G; j++) {
+            uint32_t qi = 0;
+            if (s > 0) { /* an all-equal (e.g. all-zero) group has s = 0: q = 0, no division */
+                double v = floor(((double)xg[j] - (double)b) / (double)s + 0.5);
+                qi = v <= 0 ? 0 : v >= nb ? nb : (uint32_t)v;
+            }
+            const size_t jj = g * (size_t)G + (size_t)j;
+            w[jj / (size_t)epw] |= qi << (bits * (int)(jj % (size_t)epw));
+            if (!acc) continue;
+            const float deq = s * (float)qi + b; /* exactly what sd_mat_row_f32 computes */
+            const double e = fabs((double)xg[j] - (double)deq);
+            acc->se += e * e;
+            acc->sw += (double)xg[j] * xg[j];
+            if (e > acc->max_abs) acc->max_abs = e;
+        }
+    }
+    return SPECDEC_OK;
+}
+
 typedef struct qtensor {
     uint32_t *w;     /* (rows, cols*B/32) */
     void *scales;    /* (rows, cols/G) of dt */
@@ -72,112 +108,36 @@ typedef struct qtensor {
 static specdec_status quant_one(const sd_st_tensor *t, int bits, int G, const char *path, qtensor *q, double *rel_rms,
                                 double *max_abs, specdec_err *err) {
     const size_t rows = (size_t)t->shape[0], cols = (size_t)t->shape[1], ng = cols / (size_t)G;
-    const int epw = 32 / bits;
-    const uint32_t nb = (1u << bits) - 1u;
     const specdec_dtype dt = t->dtype;
-    const size_t es = sd_dtype_size(dt), wpr = cols / (size_t)epw;
+    const size_t es = sd_dtype_size(dt), wpr = cols * (size_t)bits / 32;
     q->w = calloc(rows * wpr, 4);
     q->scales = malloc(rows * ng * es);
     q->biases = malloc(rows * ng * es);
     float *row = malloc(cols * sizeof(float));
     void *raw = malloc(cols * es);
+    char what[700];
+    snprintf(what, sizeof what, "%s: tensor '%s'", path, t->name);
     if (!q->w || !q->scales || !q->biases || !row || !raw) {
         free(row); free(raw);
-        return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: tensor '%s': out of memory quantizing", path, t->name);
+        return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory quantizing", what);
     }
-    double se = 0, sw = 0, mx = 0;
+    sd_qerr acc = {0, 0, 0};
     specdec_status st = SPECDEC_OK;
     for (size_t r = 0; r < rows && st == SPECDEC_OK; r++) {
         memcpy(raw, (const char *)t->data + r * cols * es, cols * es); /* the mapping gives no alignment */
         sd_to_f32(dt, raw, row, cols);
-        uint32_t *wr = q->w + r * wpr;
-        for (size_t g = 0; g < ng; g++) {
-            const float *x = row + g * (size_t)G;
-            float lo = x[0], hi = x[0];
-            for (int j = 0; j < G; j++) {
-                if (!isfinite(x[j])) {
-                    st = sd_fail(err, SPECDEC_ERR_FORMAT, "%s: tensor '%s': non-finite value at row %zu, column %zu", path, t->name,
-                                 r, g * (size_t)G + (size_t)j);
-                    break;
-                }
-                if (x[j] < lo) lo = x[j];
-                if (x[j] > hi) hi = x[j];
-            }
-            if (st != SPECDEC_OK) break;
-            const float b = store_rounded(dt, lo, -1, q->biases, r * ng + g);
-            const float s = store_rounded(dt, ((double)hi - (double)b) / nb, +1, q->scales, r * ng + g);
-            if (!isfinite(b) || !isfinite(s)) {
-                st = sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: tensor '%s': row %zu exceeds the %s range of scales/biases", path,
-                             t->name, r, specdec_dtype_name(dt));
-                break;
-            }
-            for (int j = 0; j < G; j++) {
-                uint32_t qi = 0;
-                if (s > 0) {
-                    double v = floor(((double)x[j] - (double)b) / (double)s + 0.5);
-                    qi = v <= 0 ? 0 : v >= nb ? nb : (uint32_t)v;
-                }
-                const size_t jj = g * (size_t)G + (size_t)j;
-                wr[jj / (size_t)epw] |= qi << (bits * (int)(jj % (size_t)epw));
-                const float deq = s * (float)qi + b; /* exactly what sd_mat_row_f32 computes */
-                const double e = fabs((double)x[j] - (double)deq);
-                se += e * e;
-                sw += (double)x[j] * x[j];
-                if (e > mx) mx = e;
-            }
-        }
+        st = sd_quant_row(row, cols, bits, G, dt, q->w + r * wpr, (char *)q->scales + r * ng * es,
+                          (char *)q->biases + r * ng * es, &acc, what, r, err);
     }
     free(row);
     free(raw);
-    *rel_rms = sw > 0 ? sqrt(se / sw) : 0.0;
-    *max_abs = mx;
+    *rel_rms = acc.sw > 0 ? sqrt(acc.se / acc.sw) : 0.0;
+    *max_abs = acc.max_abs;
     return st;
 }
 
 /* ---- files ---- */
 
-
-static specdec_status write_synced(const char *path, const void *data, size_t len, specdec_err *err) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return sd_fail(err, SPECDEC_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    const char *p = data;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) { int e = errno; close(fd); return sd_fail(err, SPECDEC_ERR_IO, "%s: write failed: %s", path, strerror(e)); }
-        p += w;
-        len -= (size_t)w;
-    }
-    if (fsync(fd) != 0) { int e = errno; close(fd); return sd_fail(err, SPECDEC_ERR_IO, "%s: fsync failed: %s", path, strerror(e)); }
-    if (close(fd) != 0) return sd_fail(err, SPECDEC_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-    return SPECDEC_OK;
-}
-
-static specdec_status copy_file(const char *src, const char *dst, specdec_err *err) {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0) return sd_fail(err, SPECDEC_ERR_IO, "%s: cannot open: %s", src, strerror(errno));
-    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0) { int e = errno; close(in); return sd_fail(err, SPECDEC_ERR_IO, "%s: cannot create: %s", dst, strerror(e)); }
-    char buf[1 << 16];
-    specdec_status st = SPECDEC_OK;
-    for (;;) {
-        ssize_t r = read(in, buf, sizeof buf);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) { st = sd_fail(err, SPECDEC_ERR_IO, "%s: read failed: %s", src, strerror(errno)); break; }
-        if (r == 0) break;
-        for (ssize_t o = 0; o < r;) {
-            ssize_t w = write(out, buf + o, (size_t)(r - o));
-            if (w < 0 && errno == EINTR) continue;
-            if (w < 0) { st = sd_fail(err, SPECDEC_ERR_IO, "%s: write failed: %s", dst, strerror(errno)); break; }
-            o += w;
-        }
-        if (st != SPECDEC_OK) break;
-    }
-    if (st == SPECDEC_OK && fsync(out) != 0) st = sd_fail(err, SPECDEC_ERR_IO, "%s: fsync failed: %s", dst, strerror(errno));
-    close(in);
-    if (close(out) != 0 && st == SPECDEC_OK) st = sd_fail(err, SPECDEC_ERR_IO, "%s: close failed: %s", dst, strerror(errno));
-    return st;
-}
 
 static bool ends_with(const char *s, const char *suf) {
     size_t a = strlen(s), b = strlen(suf);
@@ -185,71 +145,24 @@ static bool ends_with(const char *s, const char *suf) {
 }
 static bool starts_with(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
 
-/* Copy every regular file of IN except the config and the weights (tokenizer files, README...). */
-static specdec_status copy_side_files(const char *in, const char *out, specdec_err *err) {
-    DIR *d = opendir(in);
-    if (!d) return sd_fail(err, SPECDEC_ERR_IO, "%s: cannot list: %s", in, strerror(errno));
-    specdec_status st = SPECDEC_OK;
-    for (struct dirent *de; st == SPECDEC_OK && (de = readdir(d));) {
-        const char *n = de->d_name;
-        if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "config.json") || ends_with(n, ".safetensors") ||
-            ends_with(n, ".safetensors.index.json") || ends_with(n, ".tmp"))
-            continue;
-        char *src = sd_path_join(in, n), *dst = sd_path_join(out, n);
-        struct stat sb;
-        if (!src || !dst) st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
-        else if (stat(src, &sb) == 0 && S_ISREG(sb.st_mode)) st = copy_file(src, dst, err); /* follows HF-cache symlinks */
-        free(src);
-        free(dst);
-    }
-    closedir(d);
-    return st;
-}
-
-/* IN's config.json with "quantization" and "quantization_config" = {"group_size", "bits"}. */
-static specdec_status write_config(const char *in, const char *out, int bits, int G, specdec_err *err) {
-    char *src = sd_path_join(in, "config.json"), *dst = sd_path_join(out, "config.json");
-    specdec_status st = SPECDEC_OK;
-    json_error_t je;
-    json_t *root = src ? json_load_file(src, JSON_REJECT_DUPLICATES, &je) : NULL;
-    char *text = NULL;
-    if (!src || !dst) { st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory"); goto done; }
-    if (!json_is_object(root)) { st = sd_fail(err, SPECDEC_ERR_FORMAT, "%s: cannot re-read: %s", src, je.text); goto done; }
+void sd_quant_config_set(json_t *root, int bits, int G) {
     json_t *q = json_object();
     json_object_set_new(q, "group_size", json_integer(G));
     json_object_set_new(q, "bits", json_integer(bits));
     json_object_set_new(root, "quantization_config", json_deep_copy(q));
     json_object_set_new(root, "quantization", q);
-    text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    if (!text) { st = sd_fail(err, SPECDEC_ERR_NOMEM, "%s: cannot serialize", dst); goto done; }
-    size_t n = strlen(text);
-    char *t2 = realloc(text, n + 2);
-    if (!t2) { st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory"); goto done; }
-    text = t2;
-    text[n] = '\n';
-    text[n + 1] = 0;
-    st = write_synced(dst, text, n + 1, err);
-done:
-    free(text);
-    json_decref(root);
-    free(src);
-    free(dst);
-    return st;
 }
 
-/* Remove the files of our (flat) temporary directory, then the directory. */
-static void remove_tmp_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (d) {
-        for (struct dirent *de; (de = readdir(d));) {
-            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-            char *p = sd_path_join(dir, de->d_name);
-            if (p) unlink(p);
-            free(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+/* Every regular file of IN except the config and the weights (tokenizer files, README...). */
+static bool is_side_file(const char *n) {
+    return strcmp(n, "config.json") && !ends_with(n, ".safetensors") && !ends_with(n, ".safetensors.index.json") &&
+           !ends_with(n, ".tmp");
+}
+
+/* IN's config.json with "quantization" and "quantization_config" = {"group_size", "bits"}. */
+static void set_quant(json_t *root, void *user) {
+    const int *bg = user;
+    sd_quant_config_set(root, bg[0], bg[1]);
 }
 
 /* Which tensors become quantized. Norms never; mtp.* linears only on request. */
@@ -300,31 +213,14 @@ static specdec_status quantize_into(const char *in, const char *tmp, const sd_co
         s = sd_st_writer_add(w, nm, t->dtype, 2, ssh, qs[i].biases, err);
     }
     if (s == SPECDEC_OK) s = sd_st_writer_write(w, tmp, p->max_shard_bytes, err);
-    if (s == SPECDEC_OK) s = write_config(in, tmp, B, G, err);
-    if (s == SPECDEC_OK) s = copy_side_files(in, tmp, err);
+    const int bg[2] = {B, G};
+    if (s == SPECDEC_OK) s = sd_rewrite_config(in, tmp, set_quant, (void *)bg, err);
+    if (s == SPECDEC_OK) s = sd_copy_side_files(in, tmp, is_side_file, err);
 done:
     sd_st_writer_free(w);
     for (int i = 0; qs && i < n; i++) { free(qs[i].w); free(qs[i].scales); free(qs[i].biases); }
     free(qs);
     return s;
-}
-
-/* OUT may be absent or an empty directory; anything else is good data we must not replace. */
-static specdec_status check_out(const char *out, specdec_err *err) {
-    struct stat sb;
-    if (stat(out, &sb) != 0) {
-        if (errno == ENOENT) return SPECDEC_OK;
-        return sd_fail(err, SPECDEC_ERR_IO, "%s: cannot stat: %s", out, strerror(errno));
-    }
-    if (!S_ISDIR(sb.st_mode)) return sd_fail(err, SPECDEC_ERR_IO, "%s: exists and is not a directory; refusing to overwrite it", out);
-    DIR *d = opendir(out);
-    if (!d) return sd_fail(err, SPECDEC_ERR_IO, "%s: cannot list: %s", out, strerror(errno));
-    bool empty = true;
-    for (struct dirent *de; empty && (de = readdir(d));)
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) empty = false;
-    closedir(d);
-    if (!empty) return sd_fail(err, SPECDEC_ERR_IO, "%s: exists and is not empty; refusing to overwrite it", out);
-    return SPECDEC_OK;
 }
 
 specdec_status specdec_quantize(const char *in_dir, const char *out_dir, const specdec_quantize_params *params,
@@ -335,20 +231,13 @@ specdec_status specdec_quantize(const char *in_dir, const char *out_dir, const s
     if (p.group_size != 32 && p.group_size != 64 && p.group_size != 128)
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "quantize: group size %d not supported (32, 64 or 128)", p.group_size);
 
-    /* OUT without trailing slashes, so the temporary sibling is OUT.tmp-XXXXXX next to it. */
-    size_t ol = strlen(out_dir);
-    while (ol > 1 && out_dir[ol - 1] == '/') ol--;
-    char *out = malloc(ol + 1), *tmp = malloc(ol + 16);
+    sd_outdir od;
     sd_config c;
     sd_st_set *st = NULL;
     sd_weights w;
     memset(&w, 0, sizeof w);
-    specdec_status s = SPECDEC_OK;
-    bool made_tmp = false;
-    if (!out || !tmp) { s = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory"); goto done; }
-    memcpy(out, out_dir, ol);
-    out[ol] = 0;
-    if ((s = check_out(out, err)) != SPECDEC_OK) goto done;
+    specdec_status s = sd_outdir_init(&od, out_dir, err);
+    if (s != SPECDEC_OK) goto done;
 
     /* Validate the input fully before writing anything. */
     if ((s = sd_config_load_dir(in_dir, &c, err)) != SPECDEC_OK) goto done;
@@ -366,26 +255,12 @@ specdec_status specdec_quantize(const char *in_dir, const char *out_dir, const s
     if ((s = sd_weights_bind(&c, st, true, &w, err)) != SPECDEC_OK) { sd_err_prefix(err, "%s", in_dir); goto done; }
     sd_weights_free(&w); /* validation only: quantization walks the tensor set */
 
-    snprintf(tmp, ol + 16, "%s.tmp-XXXXXX", out);
-    if (!mkdtemp(tmp)) { s = sd_fail(err, SPECDEC_ERR_IO, "%s: cannot create temporary directory: %s", tmp, strerror(errno)); goto done; }
-    made_tmp = true;
-    if ((s = quantize_into(in_dir, tmp, &c, st, &p, err)) != SPECDEC_OK) goto done;
-    (void)chmod(tmp, 0755); /* mkdtemp makes it 0700; a model directory is normally world-readable */
-    if (rename(tmp, out) != 0) {
-        s = sd_fail(err, SPECDEC_ERR_IO, "%s: cannot rename %s into place: %s", out, tmp, strerror(errno));
-        goto done;
-    }
-    made_tmp = false;
-    /* make the rename durable */
-    char *slash = strrchr(out, '/');
-    if (slash) *slash = 0;
-    int dfd = open(slash ? (*out ? out : "/") : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) { fsync(dfd); close(dfd); }
+    if ((s = sd_outdir_mktemp(&od, err)) != SPECDEC_OK) goto done;
+    if ((s = quantize_into(in_dir, od.tmp, &c, st, &p, err)) != SPECDEC_OK) goto done;
+    s = sd_outdir_commit(&od, err);
 done:
-    if (made_tmp) remove_tmp_dir(tmp);
+    sd_outdir_end(&od);
     sd_weights_free(&w);
     sd_st_close(st);
-    free(out);
-    free(tmp);
     return s;
 }

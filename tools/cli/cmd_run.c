@@ -1,6 +1,7 @@
 /* cmd_run.c: `specdec run`: generate text from a prompt, streaming it to stdout, with a stats
  * line on stderr. With --draft mtp|model:DIR|ngram it decodes speculatively (same output at
- * temperature 0 / in seeded mode) and adds a [spec] summary line (and --stats-json FILE). */
+ * temperature 0 / in seeded mode) and adds a [spec] summary line (and --stats-json FILE).
+ * --ids-out FILE writes the generated token ids as a JSON array. */
 #include "cli.h"
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ int cmd_run(int argc, char **argv) {
     specdec_gen_params gp = specdec_gen_default_params();
     specdec_ctx_params cp = specdec_ctx_default_params();
     specdec_spec_params sp = specdec_spec_default_params();
-    const char *draft = NULL, *stats_json = NULL, *dvocab = NULL;
+    const char *draft = NULL, *stats_json = NULL, *dvocab = NULL, *ids_out = NULL;
     long v; double d;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -64,6 +65,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--probe-draws")) { if (cli_int(a, val, 1, 64, &v)) return 1; sp.probe_draws = (int)v; i++; }
         else if (!strcmp(a, "--draft-vocab")) { if (!val) return cli_fail("--draft-vocab needs FILE[:N] or none"); dvocab = val; i++; }
         else if (!strcmp(a, "--stats-json")) { if (!val) return cli_fail("--stats-json needs a file"); stats_json = val; i++; }
+        else if (!strcmp(a, "--ids-out")) { if (!val) return cli_fail("--ids-out needs a file"); ids_out = val; i++; }
         else return cli_fail("run: unknown option '%s'", a);
     }
     if (!dir || !prompt) return cli_fail("run needs -m DIR and -p TEXT");
@@ -79,6 +81,7 @@ int cmd_run(int argc, char **argv) {
     specdec_ctx *ctx = NULL;
     specdec_drafter *dr = NULL;
     int32_t *ids = NULL; size_t n_ids = 0;
+    int32_t *gen = NULL; int n_gen = 0;
     char dv_used[1200];
     int rc = 1;
     if (specdec_tokenizer_load(dir, &tok, &err) ||
@@ -92,8 +95,8 @@ int cmd_run(int argc, char **argv) {
     }
     specdec_gen_stats st;
     specdec_spec_stats ss;
-    specdec_status gst = dr ? specdec_spec_generate(ctx, dr, tok, ids, (int)n_ids, &gp, &sp, NULL, NULL, &ss, &err)
-                            : specdec_generate(ctx, tok, ids, (int)n_ids, &gp, NULL, NULL, &st, &err);
+    specdec_status gst = dr ? specdec_spec_generate(ctx, dr, tok, ids, (int)n_ids, &gp, &sp, &gen, &n_gen, &ss, &err)
+                            : specdec_generate(ctx, tok, ids, (int)n_ids, &gp, &gen, &n_gen, &st, &err);
     if (dr) st = ss.gen;
     if (gst) {
         if (wrote) { fputc('\n', stdout); fflush(stdout); }   /* end a partly streamed line; print nothing otherwise */
@@ -131,9 +134,18 @@ int cmd_run(int argc, char **argv) {
         snprintf(none.note, sizeof none.note, "no drafter: classic decoding");
         if (specdec_spec_stats_write_json(&none, stats_json, &err)) { rc = cli_fail_err(&err); goto done; }
     }
+    if (ids_out) {   /* the generated ids as a JSON array (tools/inflate/agree.sh compares them) */
+        FILE *f = fopen(ids_out, "w");
+        if (!f) { rc = cli_fail("--ids-out: cannot create %s", ids_out); goto done; }
+        fputc('[', f);
+        for (int i = 0; i < n_gen; i++) fprintf(f, "%s%d", i ? ", " : "", gen[i]);
+        fputs("]\n", f);
+        if (fclose(f) != 0) { rc = cli_fail("--ids-out: cannot write %s", ids_out); goto done; }
+    }
     rc = 0;
 done:
     free(ids);
+    free(gen);
     specdec_drafter_free(dr);
     specdec_ctx_free(ctx);
     specdec_model_free(m);
