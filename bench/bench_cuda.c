@@ -6,7 +6,7 @@
  * the device-to-device copy bandwidth measured first ((read + write bytes) / time of a 1 GiB
  * copy; benchmarking.md). Random weights of the Qwen3 shapes (never zeros).
  *
- *   ./build/bench_cuda [--quick] [--device N]
+ *   ./build/bench_cuda [--quick | --profile] [--device N]
  *
  * prints, as Markdown tables:
  *   - device, load average, copy bandwidth (median, min, max of 15 copies);
@@ -425,14 +425,45 @@ static void check_invariance(void) {
     free(got);
 }
 
+/* --profile: a few representative launches, each once after a warm-up, for a profiler (ncu -k ...)
+ * to read the hardware counters of: the 8B shape's q, k and down matrices and the LM head at 4-bit
+ * (T = 1 and 4), the fused LM head, attention at 4096 keys. Prints nothing but what ran. */
+static void profile_run(void) {
+    static const int dims[][2] = {{4096, 4096}, {1024, 4096}, {4096, 12288}, {VOCAB, 4096}};
+    float *x = drandom((size_t)4 * 12288, 1.0f), *y = dalloc((size_t)4 * VOCAB * sizeof(float));
+    int32_t *out = dalloc(64);
+    for (int d = 0; d < 4; d++) {
+        sd_mat w = make_mat(dims[d][0], dims[d][1], &FMTS[0]);
+        for (int T = 1; T <= 4; T += 3)
+            for (int rep = 0; rep < 2; rep++)
+                if (G->i->matmul(G, &w, x, dims[d][1], y, dims[d][0], T) != SPECDEC_OK) die("matmul", G->err.msg);
+        if (d == 3)
+            for (int rep = 0; rep < 2; rep++)
+                if (G->i->lm_argmax(G, &w, x, 4096, 1, NULL, out) != SPECDEC_OK) die("lm_argmax", G->err.msg);
+        printf("profile: matmul %d x %d q4g64 T = 1, 4%s\n", dims[d][0], dims[d][1], d == 3 ? ", lm_argmax T = 1" : "");
+        free_mat(&w);
+    }
+    const sd_attn_shape s = {32, 8, 128, SD_KV_BF16};
+    sd_kv_layer kv = {dalloc((size_t)4200 * 1024 * 2), dalloc((size_t)4200 * 1024 * 2)};
+    dfill(kv.k, (size_t)4200 * 1024 * 2);
+    dfill(kv.v, (size_t)4200 * 1024 * 2);
+    int32_t p0 = 4095, *dp = dalloc(4);
+    dwrite(dp, &p0, 4);
+    for (int rep = 0; rep < 2; rep++)
+        if (G->i->attention(G, &s, &kv, x, y, 1, (sd_pos){dp, 0}) != SPECDEC_OK) die("attention", G->err.msg);
+    printf("profile: attention 32/8 heads, 4096 keys, T = 1\n");
+    if (G->i->sync(G, &E) != SPECDEC_OK) die("sync", E.msg);
+}
+
 int main(int argc, char **argv) {
-    bool quick = false;
+    bool quick = false, profile = false;
     sd_backend_opts o;
     memset(&o, 0, sizeof o);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--profile")) profile = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) o.device = atoi(argv[++i]);
-        else die("usage", "bench_cuda [--quick] [--device N]");
+        else die("usage", "bench_cuda [--quick | --profile] [--device N]");
     }
     if (sd_backend_create("cuda", &o, &G, &E) != SPECDEC_OK) die("cuda backend", E.msg);
     S = sd_cuda_stream(G);
@@ -449,6 +480,16 @@ int main(int argc, char **argv) {
     pattern = dalloc(PATTERN_BYTES);
     dwrite(pattern, h, PATTERN_BYTES);
     free(h);
+    /* every op's scratch for up to 64 rows over the vocabulary and 8192-key contexts, before any
+     * recording (a recording may not allocate) */
+    const sd_attn_shape big = {64, 8, 128, SD_KV_F32};
+    if (G->i->reserve(G, &big, 64, 8192, VOCAB, &E) != SPECDEC_OK) die("reserve", E.msg);
+    if (profile) {
+        profile_run();
+        G->i->release(G, pattern);
+        sd_backend_free(G);
+        return 0;
+    }
     measure_bw();
     check_invariance();
     bench_launch();

@@ -95,6 +95,42 @@ if has sanitize; then
   done
 fi
 
+if has profile; then   # hardware counters of representative kernels (Nsight Compute; clocks left alone)
+  run_to 400 "$OUT/ncu.txt" ncu --clock-control none -k regex:'mm_kernel|attn_split|best_finish' \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    build-gpu/bench_cuda --profile
+  log "ncu: $(grep -c 'mm_kernel\|attn_split' "$OUT/ncu.txt") kernel reports"
+fi
+
+if has e2e; then   # end to end on the embedded pair and the inflated 8B shape: ms/token, phases, launches
+  python3 - "$ROOT" <<'PY'
+import json, sys, os
+root = sys.argv[1]
+os.makedirs('/tmp/pr', exist_ok=True)
+for i, l in enumerate(open('/tmp/prompts8.jsonl')):
+    open(f'/tmp/pr/{i}.txt', 'w').write(json.loads(l)['prompt'])
+PY
+  for m in "$M" /tmp/inflated-qwen3-8b; do
+    if [ "$m" != "$M" ] && [ ! -d "$m" ]; then
+      run_to 300 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$m" --shape qwen3-8b || { log "inflate 8b FAILED"; continue; }
+    fi
+    tag=$(basename "$m")
+    for dr in none mtp; do
+      a=(); [ $dr = mtp ] && a=(--draft mtp --block-size 4)
+      for i in 0 1 2 3; do
+        "$BIN" run -m "$m" --backend cuda -p "$(cat /tmp/pr/$i.txt)" -n 128 --ignore-eos "${a[@]}" --ids-out "$OUT/ids_${tag}_${dr}_$i.txt" \
+          > /dev/null 2>> "$OUT/e2e_${tag}_$dr.log"
+      done
+      log "e2e $tag $dr: $(grep -h '\[stats\]' "$OUT/e2e_${tag}_$dr.log" | sed 's/.*decode \([0-9.]*\) tok.s.*/\1/' | tr '\n' ' ')tok/s"
+    done
+  done
+  for i in 0 1 2 3; do   # the inflated 8B's greedy tokens against the embedded target's
+    cmp -s "$OUT/ids_qwen3-kernel_none_$i.txt" "$OUT/ids_inflated-qwen3-8b_none_$i.txt" && r=same || r=differ
+    log "agreement prompt $i: 8B vs embedded greedy ids $r"
+  done
+fi
+
 if has bench; then
   [ -x build-gpu/bench_cuda ] && { run_to 300 "$OUT/bench_cuda.md" build-gpu/bench_cuda; log "bench_cuda: $(tail -1 "$OUT/bench_cuda.md")"; }
 fi
