@@ -158,6 +158,8 @@ typedef struct sd_backend_opts {
     int n_threads;             /* CPU: 0 = online CPUs */
     bool reference;            /* CPU: the scalar reference ops */
     const char *cpu_level;     /* CPU: a SIMD level by name ("avx2", ...; NULL = the default choice) */
+    int precision;             /* matmuls over quantized weights: 0 the backend's measured default,
+                                * 1 f32 activations (the reference), 2 int8 activations (blocks of 32) */
     int device;                /* GPU index */
 } sd_backend_opts;
 
