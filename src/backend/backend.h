@@ -34,6 +34,8 @@
 
 typedef struct sd_backend sd_backend;
 
+#define SD_BE_MARKS 8   /* device timer slots (mark / elapsed) */
+
 typedef enum sd_op {
     SD_OP_EMBED = 0,   /* x[t] = row ids[t] of E, as f32 */
     SD_OP_MATMUL,      /* y = x W^T, dense or quantized W */
@@ -89,6 +91,12 @@ typedef struct sd_backend_i {
      * runs on the backend; sizes only grow. */
     specdec_status (*reserve)(sd_backend *b, const sd_attn_shape *s, int max_T, int n_ctx, int vocab,
                               specdec_err *err);
+    /* Device timers (optional: NULL where host clocks tell the truth, as on the CPU). mark(i) records
+     * timestamp slot i (0..SD_BE_MARKS-1) in stream order, inside a recording too (the replay
+     * records it again); elapsed(i, j) is the time from mark i to mark j in ms, once j completed
+     * (after a read or a sync), or a negative value when unknown. */
+    specdec_status (*mark)(sd_backend *b, int slot);
+    double (*elapsed)(sd_backend *b, int i, int j);
     /* Recording (optional: NULL = none). See the file comment. */
     bool (*seq_begin)(sd_backend *b, uint64_t key);
     specdec_status (*seq_end)(sd_backend *b, uint64_t key, specdec_err *err);

@@ -14,7 +14,7 @@
 #include <string.h>
 
 typedef enum { C_EMBED, C_MATMUL, C_RMSNORM, C_ROPE, C_SILU, C_ADD, C_KV, C_ATTN, C_ARGMAX, C_LMARG, C_SAMPLE,
-               C_WALK, C_COPYROW, C_COPY } call_kind;
+               C_WALK, C_COPYROW, C_COPY, C_MARK } call_kind;
 
 /* One recorded call: every argument by value. */
 typedef struct call {
@@ -39,7 +39,10 @@ typedef struct sim {
     rec *recs; int n_recs, cap_recs;
     rec *cur;                    /* the recording in progress, or NULL */
     bool broken;                 /* a call a recording may not contain happened inside one */
+    double marks[SD_BE_MARKS];   /* timer marks: the host clock when the mark ran (replays too) */
 } sim;
+
+double sd_now_ms(void);
 
 static sim *S(sd_backend *b) { return (sim *)b->impl; }
 static sd_backend *C(sd_backend *b) { return S(b)->cpu; }
@@ -67,6 +70,7 @@ static specdec_status run_call(sd_backend *b, const call *c) {
         break;
     case C_COPYROW: st = o->copy_row(u, (float *)c->p[0], c->p[1], c->i[0], c->i[1], c->p[2], c->i[2]); break;
     case C_COPY: st = o->copy(u, (void *)c->p[0], c->p[1], c->z, NULL); break;
+    case C_MARK: S(b)->marks[c->i[0]] = sd_now_ms(); st = SPECDEC_OK; break;
     default: st = SPECDEC_ERR_INTERNAL;
     }
     if (st != SPECDEC_OK) b->err = u->err;
@@ -230,10 +234,22 @@ static specdec_status s_copy_row(sd_backend *b, float *dst, const float *src, in
     ISSUE(.k = C_COPYROW, .p = {dst, src, idx}, .i = {ld, n, off});
 }
 
+static specdec_status s_mark(sd_backend *b, int slot) {
+    if (slot < 0 || slot >= SD_BE_MARKS) return SPECDEC_OK;
+    call c = {.k = C_MARK, .i = {slot}};
+    return issue(b, &c);
+}
+static double s_elapsed(sd_backend *b, int i, int j) {
+    const sim *s = S(b);
+    if (i < 0 || j < 0 || i >= SD_BE_MARKS || j >= SD_BE_MARKS || !s->marks[i] || !s->marks[j]) return -1;
+    return s->marks[j] - s->marks[i];
+}
+
 static const sd_backend_i sim_i = {
     .free = sim_free, .kernels = sim_kernels, .supports = sim_supports,
     .alloc = sim_alloc, .release = sim_release, .upload = sim_upload, .unload = sim_unload,
     .write = sim_write, .read = sim_read, .copy = sim_copy, .sync = sim_sync, .reserve = sim_reserve,
+    .mark = s_mark, .elapsed = s_elapsed,
     .seq_begin = sim_seq_begin, .seq_end = sim_seq_end, .seq_reset = sim_seq_reset,
     .embed = s_embed, .matmul = s_matmul, .rmsnorm = s_rmsnorm, .rope = s_rope, .silu_mul = s_silu, .add = s_add,
     .kv_store = s_kv, .attention = s_attn, .argmax = s_argmax, .lm_argmax = NULL, .sample = s_sample,

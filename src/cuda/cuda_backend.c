@@ -422,9 +422,35 @@ static void cu_free(sd_backend *b) {
             cudaFreeHost(c->up[i]);
             cudaEventDestroy(c->up_ev[i]);
         }
+    if (c->marks_ok)
+        for (int i = 0; i < SD_BE_MARKS; i++) cudaEventDestroy(c->marks[i]);
     if (c->dev.stream) cudaStreamDestroy(c->dev.stream);
     cudaGetLastError();
     free(c);
+}
+
+/* ---- device timers ---- */
+
+static specdec_status cu_mark(sd_backend *b, int slot) {
+    cuda_be *c = cu_of(b);
+    if (!c->marks_ok || slot < 0 || slot >= SD_BE_MARKS) return SPECDEC_OK;
+    /* inside a capture the record becomes a node of the graph (an "external" event record), so
+     * every replay stamps it again */
+    cudaError_t e = c->capturing ? cudaEventRecordWithFlags(c->marks[slot], c->dev.stream, cudaEventRecordExternal)
+                                 : cudaEventRecord(c->marks[slot], c->dev.stream);
+    if (e != cudaSuccess) return cu_cuda_fail(c, &b->err, e, "timer mark");
+    return SPECDEC_OK;
+}
+
+static double cu_elapsed(sd_backend *b, int i, int j) {
+    cuda_be *c = cu_of(b);
+    float ms = 0;
+    if (!c->marks_ok || i < 0 || j < 0 || i >= SD_BE_MARKS || j >= SD_BE_MARKS) return -1;
+    if (cudaEventElapsedTime(&ms, c->marks[i], c->marks[j]) != cudaSuccess) {
+        cudaGetLastError();   /* not recorded yet, or not completed: unknown */
+        return -1;
+    }
+    return ms;
 }
 
 static const char *cu_kernels(const sd_backend *b) { return ((const cuda_be *)b->impl)->kernels; }
@@ -457,6 +483,7 @@ static const sd_backend_i cuda_i = {
     .free = cu_free, .kernels = cu_kernels, .supports = cu_supports,
     .alloc = cu_alloc, .release = cu_release, .upload = cu_upload, .unload = cu_unload,
     .write = cu_write, .read = cu_read, .copy = cu_copy, .sync = cu_sync, .reserve = cu_reserve,
+    .mark = cu_mark, .elapsed = cu_elapsed,
     .seq_begin = cu_seq_begin, .seq_end = cu_seq_end, .seq_reset = cu_seq_reset,
     .embed = cu_embed, .matmul = cu_matmul, .rmsnorm = cu_rmsnorm, .rope = cu_rope,
     .silu_mul = cu_silu_mul, .add = cu_add, .kv_store = cu_kv_store, .attention = cu_attention,
@@ -515,6 +542,15 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
                      budget >> 10, optin >> 10, e != cudaSuccess ? cudaGetErrorString(e) : "too little");
     c->ring_cap = CU_RING_BYTES;
     c->rbuf_cap = CU_RBUF_BYTES;
+    if (st == SPECDEC_OK) {   /* timers are a diagnostic: without them the round times on the host */
+        int made = 0;
+        while (made < SD_BE_MARKS && cudaEventCreate(&c->marks[made]) == cudaSuccess) made++;
+        if (made == SD_BE_MARKS) c->marks_ok = true;
+        else {
+            while (made > 0) cudaEventDestroy(c->marks[--made]);
+            cudaGetLastError();
+        }
+    }
     snprintf(c->kernels, sizeof c->kernels, "sm_%d%d (%.80s, %d SMs)", prop.major, prop.minor, prop.name,
              prop.multiProcessorCount);
     c->b.i = &cuda_i;

@@ -52,6 +52,8 @@ typedef struct cuda_be {
     int n_graphs;
     uint64_t clock;
     specdec_err deferred;         /* a failure no call could return yet (a replay that did not launch) */
+    cudaEvent_t marks[SD_BE_MARKS];   /* device timers (mark / elapsed) */
+    bool marks_ok;
 } cuda_be;
 
 static inline cuda_be *cu_of(sd_backend *b) { return (cuda_be *)b->impl; }

@@ -60,7 +60,22 @@ typedef struct rs {
     int32_t *h_blk;            /* (kmax) drafts read back for a host walk */
     float *h_logits;           /* (kmax, V) staging of a host walk's logits (devices only) */
     int lag_n, synced;         /* the drafter has seen positions < synced */
+    bool devt;                 /* the backend runs ops asynchronously and has device timers */
 } rs;
+
+/* Device timers. On a backend whose ops run asynchronously a phase's host time is only its
+ * enqueue time, so the round stamps marks in stream order and takes each phase's device time
+ * between them once the round's readback has waited for them. */
+enum { M_START = 0, M_DRAFTED = 1, M_VERIFIED = 2, M_WALKED = 3, M_FLUSHED = 5, M_ACC0 = 6, M_ACC1 = 7 };
+static specdec_status mark(rs *r, int slot, specdec_err *err) {
+    if (!r->devt) return SPECDEC_OK;
+    SD_BE(r->be, err, "timer mark", r->be->i->mark(r->be, slot));
+    return SPECDEC_OK;
+}
+static double dev_ms(rs *r, int i, int j) {
+    double ms = r->be->i->elapsed(r->be, i, j);
+    return ms > 0 ? ms : 0;
+}
 
 static specdec_status rs_alloc(rs *r, specdec_err *err) {
     size_t V = (size_t)r->V, H = (size_t)r->H, K = (size_t)r->kmax, mb = (size_t)r->mb;
@@ -147,14 +162,17 @@ static specdec_status verify(rs *r, int nd, specdec_err *err) {
     int T = nd + 1;
     if (!r->dev_choice) {
         SD_TRY(sd_ctx_run(c, r->blk, T, (sd_pos){c->pos, 0}, err));
-        return verify_head(r, T, err);
+        SD_TRY(verify_head(r, T, err));
+        return mark(r, M_VERIFIED, err);
     }
     uint64_t kv[7] = {(uint64_t)(uintptr_t)c, (uint64_t)nd, r->samp_key[0], r->samp_key[1], r->samp_key[2], r->samp_key[3]};
     uint64_t key = sd_be_key("round verify+walk", kv, 6);
     if (sd_be_seq_begin(b, key)) return SPECDEC_OK;
     SD_TRY(sd_ctx_run(c, r->blk, T, (sd_pos){c->pos, 0}, err));
     SD_TRY(verify_head(r, T, err));
+    SD_TRY(mark(r, M_VERIFIED, err));
     SD_BE(b, err, "walk", b->i->walk(b, r->blk, nd, r->choice, r->emit, c->pos, r->pos_prev));
+    SD_TRY(mark(r, M_WALKED, err));
     return sd_be_seq_end(b, key, err);
 }
 
@@ -189,6 +207,7 @@ static specdec_status walk(rs *r, int P, int nd, bool has_q, specdec_err *err) {
         SD_TRY(b->i->write(b, r->blk, &nb, sizeof nb, err));
         SD_TRY(sd_be_write_i32(b, r->pos_prev, P, err));
         SD_TRY(sd_be_write_i32(b, c->pos, P + acc + 1, err));
+        SD_TRY(mark(r, M_WALKED, err));
     }
     c->n_past = P + r->h_emit[0];
     return SPECDEC_OK;
@@ -312,6 +331,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
     sd_draft_mode mode = greedy ? SD_DRAFT_GREEDY : r.rejection ? SD_DRAFT_SAMPLE : SD_DRAFT_SEEDED;
     bool has_q = d && r.rejection && d->vt->supports_sampling;
     sd_be_key_sampling(r.sp, r.samp_key);
+    r.devt = !r.be->host_visible && r.be->i->mark && r.be->i->elapsed;
 
     specdec_status st = sd_emitter_init(&r.em, tok, c->model, gp, err);
     if (st == SPECDEC_OK) st = rs_alloc(&r, err);
@@ -361,6 +381,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
         au = &d->au;
     }
     bool auto_off = false;      /* auto: classic won; the drafter is no longer fed this generation */
+    bool acc_pending = false;   /* device timers: the last accept's time is not read yet */
 
     while (st == SPECDEC_OK && !stopped) {
         if (emitted >= gp->max_tokens) { s.gen.stop_reason = SD_STOP_BUDGET; break; }
@@ -374,9 +395,11 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
         if (K > gp->max_tokens - emitted) K = gp->max_tokens - emitted;
         int nd = 0;
         double t_acc0 = 0;
-        if (K > 1) {
+        st = mark(&r, M_START, err);
+        if (st == SPECDEC_OK && K > 1) {
             st = flush_lag(&r, err);
             t_acc0 = sd_now_ms() - t0;
+            if (st == SPECDEC_OK) st = mark(&r, M_FLUSHED, err);
             if (st != SPECDEC_OK) break;
             sd_draft_req req = {.n = K - 1, .pos = P, .bonus = bonus, .mode = mode, .sp = r.sp,
                                 .out = r.blk + 1, .pos_dev = c->pos, .q = has_q ? r.q : NULL};
@@ -385,6 +408,9 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
             if (nd < 0 || nd > K - 1) { st = sd_fail(err, SPECDEC_ERR_INTERNAL, "drafter returned %d of %d drafts", nd, K - 1); break; }
         }
         int T = nd + 1;
+        if (st == SPECDEC_OK && K == 1) st = mark(&r, M_FLUSHED, err);
+        if (st == SPECDEC_OK) st = mark(&r, M_DRAFTED, err);
+        if (st != SPECDEC_OK) break;
         double t1 = sd_now_ms();
         st = verify(&r, nd, err);
         if (st != SPECDEC_OK) break;
@@ -409,8 +435,20 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
         emitted += em_round;
         bonus = r.h_emit[n];
         double t4 = sd_now_ms();
+        /* device time of the phases, now that the readback waited for them (the previous round's
+         * accept included: it ran before this round's first mark) */
+        double dv_fl = 0, dv_dr = 0, dv_vf = 0, dv_wk = 0, dv_acc = 0;
+        if (r.devt) {
+            dv_fl = dev_ms(&r, M_START, M_FLUSHED); dv_dr = dev_ms(&r, M_FLUSHED, M_DRAFTED);
+            dv_vf = dev_ms(&r, M_DRAFTED, M_VERIFIED); dv_wk = dev_ms(&r, M_VERIFIED, M_WALKED);
+            if (acc_pending) dv_acc = dev_ms(&r, M_ACC0, M_ACC1);
+            acc_pending = false;
+        }
         if (st == SPECDEC_OK && spec_on && !stopped && !auto_off) {
-            st = feed_drafter(&r, K, n, err);
+            st = mark(&r, M_ACC0, err);
+            if (st == SPECDEC_OK) st = feed_drafter(&r, K, n, err);
+            if (st == SPECDEC_OK) st = mark(&r, M_ACC1, err);
+            acc_pending = r.devt;
             if (st == SPECDEC_OK && K == 1 && r.lag_n >= LAG_CAP && !sp->block_size &&
                 au->n >= (int64_t)au->explore_rounds * SD_AUTO_MAX_W && sd_auto_best(au) == 1) {
                 /* classic is measurably fastest: stop paying for the drafter's catch-up */
@@ -432,15 +470,27 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
             if (acc == 0) s.zero_accept_rounds++;
             else if (acc == nd) s.full_accept_rounds++;
             else s.partial_accept_rounds++;
-            s.draft_ms += t1 - t0 - t_acc0;
-            s.verify_ms += t2 - t1;
-            s.walk_ms += t3 - t2;
+            if (r.devt) {   /* device times; the queueing and the readback's latency stay in the residual */
+                s.draft_ms += dv_dr;
+                s.verify_ms += dv_vf;
+                s.walk_ms += dv_wk;
+                s.accept_ms += dv_fl + dv_acc;
+            } else {
+                s.draft_ms += t1 - t0 - t_acc0;
+                s.verify_ms += t2 - t1;
+                s.walk_ms += t3 - t2;
+                s.accept_ms += t5 - t4 + t_acc0;
+            }
             s.finalize_ms += t4 - t3;
-            s.accept_ms += t5 - t4 + t_acc0;
             if (!sp->block_size) sd_auto_update(au, K, em_round, t5 - t0);
             double tend = sd_now_ms();
             s.round_ms += tend - t0;
         }
+    }
+    if (st == SPECDEC_OK && acc_pending && r.be->i->sync(r.be, err) == SPECDEC_OK) {
+        double a = dev_ms(&r, M_ACC0, M_ACC1);
+        s.accept_ms += a;
+        s.round_ms += a;   /* the last accept ran after its round's host clock stopped */
     }
     if (st == SPECDEC_OK) sd_emit_finish(&r.em);
     double t_end = sd_now_ms();
