@@ -332,6 +332,9 @@ typedef struct specdec_spec_params {
     specdec_spec_sampling sampling;  /* used when temperature > 0 */
     bool allow_inexact;          /* run speculation even when the exactness probe fails (loudly) */
     int probe_draws;             /* random token draws of the block-vs-chain probe (default 3, >= 1) */
+    int verify_rows;             /* project at most this many verify rows through the LM head (0 = all):
+                                  * the walk then considers only their drafts; output is unchanged (an
+                                  * experiment on the cost of an early-exit verify) */
     bool profile;                /* synchronized per-step drafter profile (costs a little time) */
     bool quiet;                  /* no warnings to the log callback (they are still in the stats) */
 } specdec_spec_params;
@@ -351,6 +354,8 @@ typedef struct specdec_spec_stats {
     char note[256];                  /* why speculation was declined / warnings ("" when none) */
     int block_size;                  /* fixed K, or 0 for auto */
     int64_t rounds, drafted, accepted, emitted;
+    int64_t projected;               /* verify rows projected through the LM head (= rounds + drafted
+                                      * unless verify_rows caps them) */
     int64_t zero_accept_rounds, partial_accept_rounds, full_accept_rounds; /* a round whose drafter
                                        proposed nothing (n-gram miss) counts as zero-accept */
     int64_t drafted_at_depth[SPECDEC_SPEC_MAX_DEPTH + 1];  /* [d]: rounds that drafted depth d (1-based) */

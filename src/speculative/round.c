@@ -153,25 +153,27 @@ static specdec_status verify_head(rs *r, int T, specdec_err *err) {
     return sd_ctx_head(r->c, 0, T, r->logits, err);
 }
 
-/* The verify: the target over blk (T = nd + 1 rows) and its LM head; when the backend chooses,
- * the walk too, as one recorded sequence per (width, sampling parameters): every argument of
- * every op is fixed by those, positions and ids are read from backend memory. */
-static specdec_status verify(rs *r, int nd, specdec_err *err) {
+/* The verify: the target over blk (T = nd + 1 rows) and its LM head over the first ndw + 1 of them
+ * (ndw < nd only under specdec_spec_params.verify_rows: the walk then considers ndw drafts); when the
+ * backend chooses, the walk too, as one recorded sequence per (widths, sampling parameters): every
+ * argument of every op is fixed by those, positions and ids are read from backend memory. */
+static specdec_status verify(rs *r, int nd, int ndw, specdec_err *err) {
     sd_backend *b = r->be;
     specdec_ctx *c = r->c;
     int T = nd + 1;
     if (!r->dev_choice) {
         SD_TRY(sd_ctx_run(c, r->blk, T, (sd_pos){c->pos, 0}, err));
-        SD_TRY(verify_head(r, T, err));
+        SD_TRY(verify_head(r, ndw + 1, err));
         return mark(r, M_VERIFIED, err);
     }
-    uint64_t kv[7] = {(uint64_t)(uintptr_t)c, (uint64_t)nd, r->samp_key[0], r->samp_key[1], r->samp_key[2], r->samp_key[3]};
-    uint64_t key = sd_be_key("round verify+walk", kv, 6);
+    uint64_t kv[7] = {(uint64_t)(uintptr_t)c, (uint64_t)nd, r->samp_key[0], r->samp_key[1], r->samp_key[2], r->samp_key[3],
+                      (uint64_t)ndw};
+    uint64_t key = sd_be_key("round verify+walk", kv, 7);
     if (sd_be_seq_begin(b, key)) return SPECDEC_OK;
     SD_TRY(sd_ctx_run(c, r->blk, T, (sd_pos){c->pos, 0}, err));
-    SD_TRY(verify_head(r, T, err));
+    SD_TRY(verify_head(r, ndw + 1, err));
     SD_TRY(mark(r, M_VERIFIED, err));
-    SD_BE(b, err, "walk", b->i->walk(b, r->blk, nd, r->choice, r->emit, c->pos, r->pos_prev));
+    SD_BE(b, err, "walk", b->i->walk(b, r->blk, ndw, r->choice, r->emit, c->pos, r->pos_prev));
     SD_TRY(mark(r, M_WALKED, err));
     return sd_be_seq_end(b, key, err);
 }
@@ -411,14 +413,17 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
         if (st == SPECDEC_OK && K == 1) st = mark(&r, M_FLUSHED, err);
         if (st == SPECDEC_OK) st = mark(&r, M_DRAFTED, err);
         if (st != SPECDEC_OK) break;
+        /* verify_rows caps the rows the LM head projects (the experiment of a verify that stops
+         * early): the walk then sees only the drafts of projected rows; the output is unchanged */
+        int ndw = sp->verify_rows > 0 && nd + 1 > sp->verify_rows ? sp->verify_rows - 1 : nd;
         double t1 = sd_now_ms();
-        st = verify(&r, nd, err);
+        st = verify(&r, nd, ndw, err);
         if (st != SPECDEC_OK) break;
         double t2 = sd_now_ms();
-        st = walk(&r, P, nd, has_q, err);
+        st = walk(&r, P, ndw, has_q, err);
         if (st != SPECDEC_OK) break;
         int n = r.h_emit[0];
-        if (n < 1 || n > T) { st = sd_fail(err, SPECDEC_ERR_INTERNAL, "walk emitted %d of %d tokens", n, T); break; }
+        if (n < 1 || n > ndw + 1) { st = sd_fail(err, SPECDEC_ERR_INTERNAL, "walk emitted %d of %d tokens", n, ndw + 1); break; }
         for (int j = 1; j <= n; j++)
             if (r.h_emit[j] < 0 || r.h_emit[j] >= r.V) {
                 st = sd_fail(err, SPECDEC_ERR_INTERNAL, "round emitted token %d outside the vocabulary", r.h_emit[j]);
@@ -463,6 +468,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
             s.rounds++;
             s.rounds_at_width[K]++;
             s.drafted += nd;
+            s.projected += ndw + 1;
             s.accepted += acc;
             s.emitted += em_round;
             for (int j = 1; j <= nd; j++) s.drafted_at_depth[j]++;

@@ -84,6 +84,7 @@ specdec_status specdec_spec_stats_write_json(const specdec_spec_stats *s, const 
     json_object_set_new(o, "tau", json_real(s->tau));
     json_object_set_new(o, "rounds", json_integer(s->rounds));
     json_object_set_new(o, "drafted", json_integer(s->drafted));
+    json_object_set_new(o, "projected", json_integer(s->projected));
     json_object_set_new(o, "accepted", json_integer(s->accepted));
     json_object_set_new(o, "emitted_in_rounds", json_integer(s->emitted));
     json_object_set_new(o, "zero_accept_rounds", json_integer(s->zero_accept_rounds));

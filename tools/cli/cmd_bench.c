@@ -78,6 +78,7 @@ int cmd_bench(int argc, char **argv) {
         }
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
         else if (!strcmp(a, "--profile-drafter")) profile = true;   /* a third arm: speculative with the step profile */
+        else if (!strcmp(a, "--verify-rows")) { if (cli_int(a, val, 1, SPECDEC_SPEC_MAX_DEPTH, &v)) return 1; sp.verify_rows = (int)v; i++; }
         else return cli_fail("bench: unknown option '%s'", a);
     }
     if (!dir || !draft || !prompts_path) return cli_fail("bench needs -m DIR, --draft and --prompts FILE");
@@ -161,6 +162,7 @@ int cmd_bench(int argc, char **argv) {
     int nsp[MAXA] = {0}, tau_n[MAXA] = {0}, refused = 0, mismatched = 0;
     double tau_sum[MAXA] = {0}, dms_sum[MAXA] = {0};
     static int64_t dad[MAXA][SPECDEC_SPEC_MAX_DEPTH + 1], aad[MAXA][SPECDEC_SPEC_MAX_DEPTH + 1];
+    static int64_t proj_all[MAXA], rounds_all[MAXA];   /* verify rows projected, rounds: the guard of --verify-rows */
     bool wide = false;
     for (int pi = 0; pi < np; pi++) {
         int32_t *pids = NULL; size_t npids = 0;
@@ -203,6 +205,7 @@ int cmd_bench(int argc, char **argv) {
                 sa[k][r] = ss.gen.decode_tok_s; taus[k][r] = ss.tau;
                 dms[k][r] = ss.rounds ? ss.draft_ms / (double)ss.rounds : 0;
                 rounds[k] += ss.rounds; drafted[k] += ss.drafted;
+                proj_all[k] += ss.projected; rounds_all[k] += ss.rounds;
                 if (!ss.speculated) speculated[k] = false;
                 for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH; j++) { pdad[k][j] += ss.drafted_at_depth[j]; paad[k][j] += ss.accepted_at_depth[j]; }
             }
@@ -282,7 +285,8 @@ int cmd_bench(int argc, char **argv) {
           na > 1 ? ": " : "", nsp[k], smed_all, speedups[k][0], speedups[k][nsp[k] - 1], tau_sum[k] / tau_n[k],
           dms_sum[k] / tau_n[k]);
         for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH && dad[k][j]; j++) P(" %.2f", (double)aad[k][j] / (double)dad[k][j]);
-        P("\n");
+        P("; verify rows projected per round %.2f%s\n", rounds_all[k] ? (double)proj_all[k] / (double)rounds_all[k] : 0.0,
+          sp.verify_rows ? " (--verify-rows caps them)" : "");
     }
     if (ncmp == 0) P("\nno comparison: no prompt passed the guards\n");
 #undef P

@@ -62,6 +62,7 @@ int cmd_run(int argc, char **argv) {
         }
         else if (!strcmp(a, "--allow-inexact")) sp.allow_inexact = true;
         else if (!strcmp(a, "--profile-drafter")) sp.profile = true;
+        else if (!strcmp(a, "--verify-rows")) { if (cli_int(a, val, 1, SPECDEC_SPEC_MAX_DEPTH, &v)) return 1; sp.verify_rows = (int)v; i++; }
         else if (!strcmp(a, "--probe-draws")) { if (cli_int(a, val, 1, 64, &v)) return 1; sp.probe_draws = (int)v; i++; }
         else if (!strcmp(a, "--draft-vocab")) { if (!val) return cli_fail("--draft-vocab needs FILE[:N] or none"); dvocab = val; i++; }
         else if (!strcmp(a, "--stats-json")) { if (!val) return cli_fail("--stats-json needs a file"); stats_json = val; i++; }
