@@ -6,6 +6,7 @@ static void usage(FILE *f) {
     fputs("usage: specdec <command> [options]\n"
           "  run       -m DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
           "            [--threads N] [--ctx N] [--kv-dtype f32|bf16|f16] [--stop S]... [--ignore-eos]\n"
+          "            [--precision f32|int8|default]   (activations of the quantized matmuls; also bench/serve/score)\n"
           "            [--backend auto|cpu|cuda] [--device N]\n"
           "            [--draft mtp|model:DIR|ngram] [--block-size K|auto] [--sampling rejection|seeded]\n"
           "            [--allow-inexact] [--stats-json FILE] [--profile-drafter] [--ids-out FILE]\n"
