@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# test-only tools: jq reads the server's JSON in the server tests
+command -v jq >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null; }
 (cd build && ctest --output-on-failure -j2)
 # the static CLI the training recipe carries to the GPU machine (tools/train/README.md)
 cmake -S . -B build-static -DSPECDEC_STATIC=ON > /dev/null
