@@ -7,7 +7,10 @@
  * position is printed instead).
  * --draft-vocab FILE[:N] (repeatable, up to 2; mtp only) adds speculative arms whose drafter uses
  * that reduced draft vocabulary, interleaved with the full-head arm in the same run (classic,
- * full, reduced, ...), so the loss of acceptance against the full head is measured side by side. */
+ * full, reduced, ...), so the loss of acceptance against the full head is measured side by side.
+ * --verify-rows-arms R1,R2,... adds arms with the full head whose verify projects at most R rows
+ * (spec_params.verify_rows), in the same interleaving; an arm whose projected-rows counter does
+ * not differ from the first arm's is refused (the cap did not bind: the arms cannot be told apart). */
 #include "cli.h"
 #include <jansson.h>
 #include <stdlib.h>
@@ -31,7 +34,7 @@ static void loadavg(char *buf, size_t n) {
 
 #define MAXP 256
 #define MAXR 64
-#define MAXA 3   /* speculative arms: the full head + up to 2 draft vocabularies */
+#define MAXA 6   /* speculative arms: the full head + draft vocabularies + verify-row caps, 5 at most */
 
 
 int cmd_bench(int argc, char **argv) {
@@ -42,6 +45,7 @@ int cmd_bench(int argc, char **argv) {
     sp.block_size = 4;
     int repeats = 5, max_prompts = MAXP, na = 1;
     const char *dvs[MAXA] = {NULL};
+    int vrs[MAXA] = {0};   /* per arm: 0 = sp.verify_rows, else that arm's cap */
     bool profile = false;
     long v; double d;
     gp.max_tokens = 128;
@@ -73,8 +77,21 @@ int cmd_bench(int argc, char **argv) {
         }
         else if (!strcmp(a, "--draft-vocab")) {
             if (!val) return cli_fail("--draft-vocab needs FILE[:N]");
-            if (na == MAXA) return cli_fail("at most %d --draft-vocab arms", MAXA - 1);
+            if (na == MAXA) return cli_fail("at most %d speculative arms besides the first", MAXA - 1);
             dvs[na++] = val; i++;
+        }
+        else if (!strcmp(a, "--verify-rows-arms")) {
+            if (!val) return cli_fail("--verify-rows-arms needs R1,R2,...");
+            for (const char *q = val; *q;) {
+                char *end = NULL;
+                long r = strtol(q, &end, 10);
+                if (end == q || r < 1 || r > SPECDEC_SPEC_MAX_DEPTH || (*end && *end != ','))
+                    return cli_fail("--verify-rows-arms: '%s' is not a list of rows in 1..%d", val, SPECDEC_SPEC_MAX_DEPTH);
+                if (na == MAXA) return cli_fail("at most %d speculative arms besides the first", MAXA - 1);
+                vrs[na++] = (int)r;
+                q = *end ? end + 1 : end;
+            }
+            i++;
         }
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
         else if (!strcmp(a, "--profile-drafter")) profile = true;   /* a third arm: speculative with the step profile */
@@ -82,8 +99,9 @@ int cmd_bench(int argc, char **argv) {
         else return cli_fail("bench: unknown option '%s'", a);
     }
     if (!dir || !draft || !prompts_path) return cli_fail("bench needs -m DIR, --draft and --prompts FILE");
-    if (na > 1 && strcmp(draft, "mtp")) return cli_fail("--draft-vocab needs --draft mtp");
-    if (na > 1 && profile) return cli_fail("--profile-drafter and --draft-vocab: one at a time");
+    for (int k = 1; k < na; k++)
+        if (dvs[k] && strcmp(draft, "mtp")) return cli_fail("--draft-vocab needs --draft mtp");
+    if (na > 1 && profile) return cli_fail("--profile-drafter and --draft-vocab / --verify-rows-arms: one at a time");
     if (repeats < 5) fprintf(stderr, "specdec: warning: %d repeats (< 5): medians are weak\n", repeats);
     sp.quiet = false;
 
@@ -133,7 +151,8 @@ int cmd_bench(int argc, char **argv) {
      * which is easy to mistake for the whole file when reading a table. */
     char arml[MAXA][48];
     for (int k = 0; k < na; k++) {
-        if (k) snprintf(arml[k], sizeof arml[k], "dv %d", specdec_drafter_draft_vocab_size(drs[k]));
+        if (vrs[k]) snprintf(arml[k], sizeof arml[k], "vr %d", vrs[k]);
+        else if (k) snprintf(arml[k], sizeof arml[k], "dv %d", specdec_drafter_draft_vocab_size(drs[k]));
         else snprintf(arml[k], sizeof arml[k], "full");
         for (int j = 1; j < k; j++)
             if (!strcmp(arml[j], arml[k])) { snprintf(arml[k] + strlen(arml[k]), sizeof arml[k] - strlen(arml[k]), " (arm %d)", k + 1); break; }
@@ -152,8 +171,9 @@ int cmd_bench(int argc, char **argv) {
     specdec_model_info mi0;
     specdec_model_get_info(m, &mi0);
     for (int k = 0; k < na; k++)
-        P("arm %s: draft vocabulary %d of %d ids%s%s\n", arml[k], k ? specdec_drafter_draft_vocab_size(drs[k]) : mi0.vocab_size,
-          mi0.vocab_size, k ? " from " : " (full head)", k ? dvs[k] : "");
+        if (vrs[k]) P("arm %s: full head, the verify projects at most %d rows\n", arml[k], vrs[k]);
+        else P("arm %s: draft vocabulary %d of %d ids%s%s\n", arml[k], dvs[k] ? specdec_drafter_draft_vocab_size(drs[k]) : mi0.vocab_size,
+               mi0.vocab_size, dvs[k] ? " from " : " (full head)", dvs[k] ? dvs[k] : "");
     P("\n");
     if (byte_ids) P("NOTE: %s has no tokenizer.json: prompt bytes were mapped to ids (byte %% vocab, at most 512): a test model.\n\n", dir);
     P("| prompt | arm | classic tok/s med [min, max] | spec tok/s med [min, max] | speedup | tau | acc by depth | draft ms/round | identical |\n");
@@ -192,7 +212,9 @@ int cmd_bench(int argc, char **argv) {
             for (int k = 0; k < na; k++) {
                 int32_t *b = NULL; int nb = 0;
                 specdec_spec_stats ss;
-                if (specdec_spec_generate(ctx, drs[k], NULL, pids, (int)npids, &gp, &sp, &b, &nb, &ss, &err)) {
+                specdec_spec_params spk = sp;
+                if (vrs[k]) spk.verify_rows = vrs[k];
+                if (specdec_spec_generate(ctx, drs[k], NULL, pids, (int)npids, &gp, &spk, &b, &nb, &ss, &err)) {
                     rc = cli_fail_err(&err); free(a); free(pids); goto done;
                 }
                 if (exact_mode) {
@@ -275,9 +297,15 @@ int cmd_bench(int argc, char **argv) {
     if (wide) P("\nNOTE: some arms spread wider than 5%% (min..max over the median): treat those rows with care.\n");
     if (mismatched) P("\n%d prompt/arm row(s): speculative output DIFFERS from classic at temperature 0: no comparison printed for them.\n", mismatched);
     if (refused) P("\n%d prompt/arm row(s) refused: the speculative arm's counters did not move.\n", refused);
-    int ncmp = 0;
+    int ncmp = 0, apart = 0;
     for (int k = 0; k < na; k++) {
         if (nsp[k] == 0) continue;
+        if (vrs[k] && proj_all[k] == proj_all[0]) {   /* the guard: the cap must have changed what was projected */
+            P("\narm %s: REFUSED: it projected as many verify rows as arm %s (%lld): the cap did not bind\n", arml[k], arml[0],
+              (long long)proj_all[k]);
+            apart++;
+            continue;
+        }
         ncmp++;
         double smed_all = median(speedups[k], nsp[k]);   /* sorts speedups */
         P("\n%s%s%smedian speedup over %d prompts: %.3f (min %.3f, max %.3f); mean of per-prompt median tau %.2f; "
@@ -286,12 +314,12 @@ int cmd_bench(int argc, char **argv) {
           dms_sum[k] / tau_n[k]);
         for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH && dad[k][j]; j++) P(" %.2f", (double)aad[k][j] / (double)dad[k][j]);
         P("; verify rows projected per round %.2f%s\n", rounds_all[k] ? (double)proj_all[k] / (double)rounds_all[k] : 0.0,
-          sp.verify_rows ? " (--verify-rows caps them)" : "");
+          (vrs[k] ? vrs[k] : sp.verify_rows) ? " (capped)" : "");
     }
     if (ncmp == 0) P("\nno comparison: no prompt passed the guards\n");
 #undef P
     if (o) fclose(o);
-    rc = (mismatched || ncmp < na) ? 1 : 0;
+    rc = (mismatched || apart || ncmp < na) ? 1 : 0;
 done:
     for (int i = 0; i < np; i++) free(texts[i]);
     for (int k = 0; k < na; k++) specdec_drafter_free(drs[k]);
