@@ -12,10 +12,11 @@ cd "$(dirname "$0")/.."
 # - gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user: the NEON kernels checked on x86
 #   (tests/cross/run_neon_tests.sh);
 # - gnuplot-nox: the plots of the benchmark records (scripts/plot_record.sh, tests/test_plot_record.sh);
-# - curl: the server tests' HTTP client.
+# - curl: the server tests' HTTP client; jq: they read its JSON answers and log lines.
 need_cmd node nodejs
 need_cmd npm npm
 need_cmd curl curl
+need_cmd jq jq
 need_cmd gnuplot gnuplot-nox
 if [ "$(uname -m)" = x86_64 ]; then
   need_pkg gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
