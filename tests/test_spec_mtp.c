@@ -22,10 +22,8 @@ int main(void) {
     CHECK(specdec_model_load(tdir, NULL, &m, &err) == SPECDEC_OK, "load: %s", err.msg);
     if (!m || !m->w.mtp) { CHECK(0, "no mtp module"); return check_finish("test_spec_mtp"); }
     int V = dm.V, H = dm.H;
-    specdec_ctx_params cp = specdec_ctx_default_params();
-    cp.n_ctx = 256; cp.n_threads = 2;
-    specdec_ctx *c = NULL;
-    CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+    specdec_ctx *c = ts_ctx(m, 256, 2, &err);
+    CHECK(c != NULL, "ctx: %s", err.msg);
     specdec_drafter *d = NULL;
     CHECK(specdec_drafter_init_mtp(m, &d, &err) == SPECDEC_OK, "mtp: %s", err.msg);
     /* no MTP module: a clear error */

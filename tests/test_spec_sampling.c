@@ -30,10 +30,8 @@ int main(void) {
     specdec_model *m = NULL;
     CHECK(specdec_model_load(tdir, NULL, &m, &err) == SPECDEC_OK, "load: %s", err.msg);
     if (!m) return check_finish("test_spec_sampling");
-    specdec_ctx_params cp = specdec_ctx_default_params();
-    cp.n_ctx = 128; cp.n_threads = 1;
-    specdec_ctx *c = NULL;
-    CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+    specdec_ctx *c = ts_ctx(m, 128, 1, &err);
+    CHECK(c != NULL, "ctx: %s", err.msg);
     const char *names[3] = {"ngram", "mtp", "model"};
     specdec_drafter *dr[3] = {0};
     char mspec[128];

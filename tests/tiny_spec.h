@@ -118,4 +118,13 @@ static inline int ts_write_pair(const char *tdir, const char *ddir, const ts_dim
     return 0;
 }
 
+/* A context on m with n_ctx positions and n_threads threads; NULL, with err filled, on failure. */
+static inline specdec_ctx *ts_ctx(specdec_model *m, int n_ctx, int n_threads, specdec_err *err) {
+    specdec_ctx_params cp = specdec_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = n_threads;
+    specdec_ctx *c = NULL;
+    return specdec_ctx_init(m, &cp, &c, err) == SPECDEC_OK ? c : NULL;
+}
+
 #endif
