@@ -180,14 +180,14 @@ if has decide; then
   [ -d "$D" ] || run_to 400 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$D" --shape qwen3-8b || log "inflate 8b FAILED"
   DV=$M/draft_vocab.json
   run_to 500 "$OUT/decide_8b_bf16.md" "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/prompts_scale.jsonl \
-    -n "$SCALE_N" --block-size 4 --repeats 5 --ignore-eos --draft-vocab "$DV:8192" --draft-vocab "$DV:16384" \
+    -n "$SCALE_N" --block-size 4 --repeats 5 --ignore-eos --draft-vocab "$DV:8192" --draft-vocab none \
     --draft-vocab "$DV:32768" --verify-rows-arms 2,3
   log "decide 8B bf16 drafter: $(grep '^arm .*median speedup\|REFUSED: it' "$OUT/decide_8b_bf16.md" | cut -c1-150 | tr '\n' '|')"
   Q=/tmp/qk-mtp4; D4=/tmp/inflated-qwen3-8b-mtp4
   [ -d "$Q" ] || run_to 200 "$OUT/quantize_mtp4.log" "$BIN" quantize "$M" "$Q" --bits 4 --group-size 64 --quantize-mtp --quiet
   [ -d "$D4" ] || run_to 400 "$OUT/inflate_qwen3-8b-mtp4.log" "$BIN" inflate "$Q" "$D4" --shape qwen3-8b
   run_to 400 "$OUT/decide_8b_mtp4.md" "$BIN" bench -m "$D4" --backend cuda --draft mtp --prompts /tmp/prompts_scale.jsonl \
-    -n "$SCALE_N" --block-size 4 --repeats 5 --ignore-eos --draft-vocab "$DV:16384"
+    -n "$SCALE_N" --block-size 4 --repeats 5 --ignore-eos --draft-vocab none
   log "decide 8B 4-bit drafter: $(grep '^arm .*median speedup' "$OUT/decide_8b_mtp4.md" | cut -c1-150 | tr '\n' '|')"
 fi
 log "done in $(( $(date +%s) - T0 )) s"

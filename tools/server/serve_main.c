@@ -14,7 +14,7 @@
 
 #define SD_SERVE_TRY(x) do { specdec_status st_ = (x); if (st_ != SPECDEC_OK) return st_; } while (0)
 
-static void serve_usage(void) {
+static void serve_usage_to(FILE *f) {
     fputs("usage: specdec serve -m DIR [--draft auto|mtp|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
           "                     [--api-key KEY] [--threads N] [--queue N] [--max-body BYTES] [--timeout-s S]\n"
           "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--name MODEL_NAME] [--draft-vocab FILE[:N]|none]\n"
@@ -24,8 +24,9 @@ static void serve_usage(void) {
           "  (400 context_length_exceeded), --timeout-s 300 per request, --idle-timeout-s 15 per connection.\n"
           "  The MTP drafter uses DIR/draft_vocab.json when the model ships one (--draft-vocab none: full head).\n"
           "  Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, /health, /metrics.\n"
-          "  The API key may also come from the environment variable SPECDEC_API_KEY.\n", stderr);
+          "  The API key may also come from the environment variable SPECDEC_API_KEY.\n", f);
 }
+static void serve_usage(void) { serve_usage_to(stderr); }
 
 /* Why chat completions cannot be served for this tokenizer, or NULL when they can. */
 static const char *template_problem(const specdec_tokenizer *tok, srv_template_kind *kind) {
@@ -116,7 +117,7 @@ int cmd_serve(int argc, char **argv) {
     specdec_ctx_params cp = specdec_ctx_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage_to(stdout); return 0; }
         else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir = val; i++; }
         else if (!strcmp(a, "--host")) { if (!val || !*val) return cli_fail("--host needs an address"); host = val; i++; }
         else if (!strcmp(a, "--port")) { if (cli_int(a, val, 1, 65535, &port)) return 1; i++; }
