@@ -45,6 +45,13 @@ printf '%s' "$P" > "$T/prompt.txt"
 grep -q "none.txt" "$T/err" || bad "-f of a missing file: not named: $(cat "$T/err")"
 "$BIN" run -m "$M" -n 4 -p hi -f "$T/prompt.txt" >/dev/null 2>&1 && bad "-p and -f together accepted"
 
+# loading progress: on stderr only; off a terminal, once the load outlasts SPECDEC_PROGRESS_AFTER_MS
+# (default 1 s; 0 here so the small model shows it), never on a quick load by default
+SPECDEC_PROGRESS_AFTER_MS=0 "$BIN" run -m "$M" -n 12 -p "$P" > "$T/pg.out" 2>"$T/err" || bad "run with progress failed"
+grep -q "^loading weights: 100% (.* MiB" "$T/err" || bad "no loading progress on stderr: $(cat "$T/err")"
+cmp -s "$T/p.out" "$T/pg.out" || bad "loading progress changed stdout"
+"$BIN" run -m "$M" -n 2 -p hi 2>&1 >/dev/null | grep -q "loading weights" && bad "progress shown for a quick load off a terminal"
+
 # -m absent: the embedded model, from any working directory
 (cd "$T" && "$BIN" run -n 12 -p "$P" > "$T/d.out" 2>"$T/err") || bad "run without -m (cwd $T): $(cat "$T/err")"
 cmp -s "$T/p.out" "$T/d.out" || bad "run without -m differs from -m models/qwen3-kernel"
