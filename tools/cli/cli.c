@@ -54,6 +54,22 @@ int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out) {
     return 0;
 }
 
+int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *i) {
+    long v = 0;
+    if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return -1; cp->n_threads = (int)v; }
+    else if (!strcmp(a, "--backend")) {
+        if (!val) { cli_fail("--backend needs a name (%s)", specdec_backends()); return -1; }
+        cp->backend = val;
+    }
+    else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return -1; cp->device = (int)v; }
+    else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return -1; cp->n_ctx = (int)v; }
+    else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp->kv_dtype)) return -1; }
+    else if (!strcmp(a, "--reference")) { cp->reference_kernels = true; return 1; }   /* a flag: no value */
+    else return 0;
+    (*i)++;
+    return 1;
+}
+
 /* Loading progress on stderr (never stdout): on a terminal a bar redrawn in place; otherwise, once
  * the load has taken longer than SPECDEC_PROGRESS_AFTER_MS (default 1000; 0: always), a line per
  * 10% so a log shows that a large model is loading rather than hung. */
