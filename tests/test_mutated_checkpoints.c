@@ -53,12 +53,11 @@ static uint32_t rnd(uint32_t n) {
     return (uint32_t)(rng % n);
 }
 
-/* Run bin with argv; stderr into *err (malloc'ed). Returns the wait status, -1 when it could not run. */
-static int run_bin(char *const argv[], char **err) {
+/* Start bin with argv, stderr into DIR.stderr<slot>; the pid, -1 when it could not start. */
+static pid_t run_start(char *const argv[], int slot) {
     char epath[128];
-    snprintf(epath, sizeof epath, "%s.stderr", dir);
+    snprintf(epath, sizeof epath, "%s.stderr%d", dir, slot);
     pid_t pid = fork();
-    if (pid < 0) return -1;
     if (pid == 0) {
         int fe = open(epath, O_WRONLY | O_CREAT | O_TRUNC, 0644), fo = open("/dev/null", O_WRONLY);
         if (fe < 0 || fo < 0) _exit(126);
@@ -67,13 +66,22 @@ static int run_bin(char *const argv[], char **err) {
         execv(bin, argv);
         _exit(127);
     }
-    int ws = 0;
-    while (waitpid(pid, &ws, 0) < 0) {}
+    return pid;
+}
+
+/* Wait for pid; its stderr into *err (malloc'ed). Returns the wait status, -1 when it never ran. */
+static int run_wait(pid_t pid, int slot, char **err) {
+    int ws = -1;
+    if (pid > 0) while (waitpid(pid, &ws, 0) < 0) {}
+    char epath[128];
+    snprintf(epath, sizeof epath, "%s.stderr%d", dir, slot);
     blob e = slurp(epath);
     *err = e.p ? e.p : strdup("");
     n_runs++;
     return ws;
 }
+
+static int run_bin(char *const argv[], char **err) { return run_wait(run_start(argv, 0), 0, err); }
 
 /* Write the three files, then run each command on the directory and check the outcome. `file`
  * must appear in every message; `needle` (NULL = none), when given, too. */
@@ -86,9 +94,11 @@ static void check_mutation(const char *what, const blob *cfg, const blob *st, co
     char *run[] = {(char *)bin, "run", "-m", dir, "-p", "ab", "-n", "2", "--threads", "1", NULL};
     char *tokz[] = {(char *)bin, "tokenize", "-m", dir, "-p", "ab", NULL};
     char **cmds[2] = {tokenizer_cmds ? tokz : info, run};
+    pid_t pids[2];
+    for (int k = 0; k < 2; k++) pids[k] = run_start(cmds[k], k);   /* both at once: two cores */
     for (int k = 0; k < 2; k++) {
         char *err = NULL;
-        int ws = run_bin(cmds[k], &err);
+        int ws = run_wait(pids[k], k, &err);
         const char *cmd = cmds[k][1];
         if (ws < 0) { CHECK(0, "%s: %s: cannot run %s", what, cmd, bin); continue; }
         bool exited = WIFEXITED(ws);
@@ -449,9 +459,11 @@ int main(void) {
 
     sd_st_close(set);
     free(base_cfg.p); free(base_st.p); free(base_tok.p);
-    char epath[128];
-    snprintf(epath, sizeof epath, "%s.stderr", dir);
-    unlink(epath);
+    for (int k = 0; k < 2; k++) {
+        char epath[128];
+        snprintf(epath, sizeof epath, "%s.stderr%d", dir, k);
+        unlink(epath);
+    }
     if (!getenv("SD_KEEP")) { tm_rm_rf(src); tm_rm_rf(dir); }
     return check_finish("test_mutated_checkpoints");
 }
