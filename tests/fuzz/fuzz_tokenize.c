@@ -24,9 +24,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     snprintf(cand[1], sizeof cand[1], "%s/models/qwen3-kernel", fuzz_source_dir());
     const char *dir = env && *env ? env : NULL;
     for (int i = 0; !dir && i < 2; i++) {
-        char p[4200];
+        char p[4200];  /* a directory of at most 4000 bytes: longer ones are not ours */
         struct stat sb;
-        snprintf(p, sizeof p, "%s/tokenizer.json", cand[i]);
+        snprintf(p, sizeof p, "%.4000s/tokenizer.json", cand[i]);
         if (stat(p, &sb) == 0) dir = cand[i];
     }
     specdec_err err = {0};
