@@ -64,10 +64,20 @@ int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *
     else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return -1; cp->device = (int)v; }
     else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return -1; cp->n_ctx = (int)v; }
     else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp->kv_dtype)) return -1; }
+    else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp->precision)) return -1; }
     else if (!strcmp(a, "--reference")) { cp->reference_kernels = true; return 1; }   /* a flag: no value */
     else return 0;
     (*i)++;
     return 1;
+}
+
+int cli_parse_precision(const char *s, specdec_precision *out) {
+    if (!s) return cli_fail("--precision needs a value");
+    if (!strcmp(s, "f32")) *out = SPECDEC_PRECISION_F32;
+    else if (!strcmp(s, "int8")) *out = SPECDEC_PRECISION_INT8;
+    else if (!strcmp(s, "default")) *out = SPECDEC_PRECISION_DEFAULT;
+    else return cli_fail("--precision: '%s' is not one of f32, int8, default", s);
+    return 0;
 }
 
 /* Loading progress on stderr (never stdout): on a terminal a bar redrawn in place; otherwise, once
