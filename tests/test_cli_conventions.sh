@@ -88,6 +88,8 @@ for o in --stats-json --ids-out; do
     [ -e "$T/no-model" ] && bad "$o: something was created"
 done
 "$BIN" run -m "$M" -p hi -n 2 --stats-json "$T" >/dev/null 2>"$T/err" && bad "--stats-json to a directory accepted"
+"$BIN" bench -m "$T/no-model" --draft mtp --prompts "$T/none.jsonl" --out "$T/no-dir/b.md" >/dev/null 2>"$T/err"
+grep -q -- "--out.*no-dir/b.md" "$T/err" || bad "bench --out unwritable not found first: $(cat "$T/err")"
 
 # --seed -1: a fresh seed, printed in the stats line and the JSON, and replayable
 "$BIN" run -m "$M" -p "$P" -n 12 --temp 0.9 --seed -1 --stats-json "$T/s1.json" > "$T/r1.out" 2>"$T/err" || bad "--seed -1 failed"
