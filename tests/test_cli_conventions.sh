@@ -4,14 +4,7 @@
 # directory (and says where it looked when it is not there); a GGUF file given to -m is named as
 # such; output files that cannot be written fail before the model loads; --seed -1 is a fresh seed
 # that is reported, other bad seeds and numbers are refused naming the option; stop reasons are names.
-set -u
-BIN=${SPECDEC_BIN:?}
-SRC=${SPECDEC_SOURCE_DIR:?}
-M=$SRC/models/qwen3-kernel
-T=$(mktemp -d /tmp/sdconv-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/cli_lib.sh"
 
 # --help / -h on every command: usage on stdout, exit 0
 CMDS="run info tokenize quantize inflate score bench"

@@ -3,13 +3,7 @@
 # prompt it must draft and get drafts accepted under both sampling modes; seeded output must equal
 # classic seeded output byte for byte (rejection mode's distribution is checked by
 # test_spec_sampling, the n-gram proposal being a point mass there).
-set -u
-BIN=${SPECDEC_BIN:?}
-SRC=${SPECDEC_SOURCE_DIR:?}
-M=$SRC/models/qwen3-kernel
-T=$(mktemp -d /tmp/sdngram-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fail=0
+. "$(dirname "$0")/cli_lib.sh"
 P=$'static const int t[] = {1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 4,'
 num() { sed -n "s/^  \"$1\": \([0-9]*\),/\1/p" "$2"; }
 for temp in 0.7 1.0; do

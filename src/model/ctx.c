@@ -42,6 +42,8 @@ static specdec_status check_params(const specdec_model *m, const specdec_ctx_par
     if ((unsigned)p->kv_dtype > SPECDEC_KV_F16)
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown kv dtype %d", (int)p->kv_dtype);
     if (p->max_batch < 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "max_batch %d is negative", p->max_batch);
+    if ((unsigned)p->precision > SPECDEC_PRECISION_INT8)
+        return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown precision %d (0 default, 1 f32, 2 int8)", (int)p->precision);
     return SPECDEC_OK;
 }
 
@@ -66,7 +68,8 @@ specdec_status specdec_ctx_init(const specdec_model *m, const specdec_ctx_params
     if (!m || !out) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_ctx_init: NULL argument");
     *out = NULL;
     SD_TRY(check_params(m, p, err));
-    sd_backend_opts o = {.n_threads = p->n_threads, .reference = p->reference_kernels, .device = p->device};
+    sd_backend_opts o = {.n_threads = p->n_threads, .reference = p->reference_kernels, .device = p->device,
+                         .precision = (int)p->precision};
     sd_backend *be = NULL;
     SD_TRY(sd_backend_create(p->backend, &o, &be, err));
     specdec_status st = sd_ctx_init_on(m, be, p, out, err);

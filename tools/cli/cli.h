@@ -25,6 +25,8 @@ int cli_float(const char *opt, const char *s, double lo, double hi, double *out)
 /* Load a model showing a progress bar on stderr when it is a terminal. */
 specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m, specdec_err *err);
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out);
+/* --precision f32|int8|default */
+int cli_parse_precision(const char *s, specdec_precision *out);
 /* --draft-vocab FILE[:N]: attach the first N ids of a draft vocabulary file (no ":N": its default_n, else all). */
 specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_err *err);
 /* run / serve: DIR/draft_vocab.json for an MTP drafter unless spec is a FILE[:N] or "none". */

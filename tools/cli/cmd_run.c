@@ -41,6 +41,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
         else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
         else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
+        else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp.precision)) return 1; i++; }
         else if (!strcmp(a, "--stop")) {
             if (!val || !*val) return cli_fail("--stop needs a non-empty string");
             if (n_stop == 16) return cli_fail("at most 16 --stop strings");
