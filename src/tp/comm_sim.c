@@ -100,13 +100,3 @@ specdec_status sd_comm_sim_new(sd_backend **ranks, int n, sd_comm **out, specdec
     *out = &s->c;
     return SPECDEC_OK;
 }
-
-#ifndef SPECDEC_HAVE_CUDA
-specdec_status sd_comm_nccl_new(sd_backend **ranks, int n, const int *devices, sd_comm **out, specdec_err *err) {
-    (void)ranks; (void)n; (void)devices;
-    *out = NULL;
-    return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "tensor parallel: the nccl communicator needs the CUDA backend, "
-                   "which is not built into this binary");
-}
-int sd_comm_cuda_devices(void) { return 0; }
-#endif

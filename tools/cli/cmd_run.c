@@ -39,6 +39,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
         else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
         else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
+        else if (cli_is_tp_opt(a)) { if (cli_tp_opt(a, val, &cp)) return 1; i++; }
         else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
         else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
         else if (!strcmp(a, "--stop")) {
@@ -117,6 +118,7 @@ int cmd_run(int argc, char **argv) {
                 specdec_ctx_backend(ctx), specdec_ctx_kernels(ctx), (unsigned long long)bs.ops,
                 (unsigned long long)bs.seq_recorded, (unsigned long long)bs.seq_replayed,
                 (unsigned long long)bs.read_calls, (unsigned long long)bs.write_calls);
+        cli_tp_report(ctx);
     }
     if (dr) {
         char line[2048];

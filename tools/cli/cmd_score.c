@@ -61,6 +61,7 @@ int cmd_score(int argc, char **argv) {
         else if (!strcmp(a, "--reference")) cp.reference_kernels = true;
         else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
         else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
+        else if (cli_is_tp_opt(a)) { if (cli_tp_opt(a, val, &cp)) return 1; i++; }
         else return cli_fail("score: unknown option '%s'", a);
     }
     if (!dir || !prompt || !ids_arg) return cli_fail("score needs -m DIR, -p TEXT and --ids JSON|@FILE");

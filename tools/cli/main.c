@@ -6,15 +6,15 @@ static void usage(FILE *f) {
     fputs("usage: specdec <command> [options]\n"
           "  run       -m DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--seed S]\n"
           "            [--threads N] [--ctx N] [--kv-dtype f32|bf16|f16] [--stop S]... [--ignore-eos]\n"
-          "            [--backend auto|cpu|cuda] [--device N]\n"
+          "            [--backend auto|cpu|cuda] [--device N] [--tp N] [--tp-reduce gather|ring|none]\n"
           "            [--draft mtp|model:DIR|ngram] [--block-size K|auto] [--sampling rejection|seeded]\n"
           "            [--allow-inexact] [--stats-json FILE] [--profile-drafter] [--ids-out FILE]\n"
           "  bench     -m DIR --draft mtp|model:DIR|ngram --prompts FILE.jsonl [-n N] [--block-size K|auto]\n"
           "            [--repeats R] [--threads N] [--temp T] [--seed S] [--sampling rejection|seeded] [--out FILE.md]\n"
-          "            [--profile-drafter] [--max-prompts N] [--ignore-eos]\n"
-          "  info      -m DIR [--backend auto|cpu|cuda] [--device N] [--threads N]\n"
+          "            [--profile-drafter] [--max-prompts N] [--ignore-eos] [--tp N]\n"
+          "  info      -m DIR [--backend auto|cpu|cuda] [--device N] [--threads N] [--tp N]\n"
           "  tokenize  -m DIR -p TEXT [--decode]   (--decode: -p is a JSON array of ids)\n"
-          "  score     -m DIR -p TEXT --ids JSON|@FILE [--top K] [--threads N] [--backend B]   (per continuation token:\n"
+          "  score     -m DIR -p TEXT --ids JSON|@FILE [--top K] [--threads N] [--backend B] [--tp N]   (per continuation token:\n"
           "            its logit, rank and the top K, as JSON lines)\n"
           "  quantize  IN OUT [--bits 4|8] [--group-size 32|64|128] [--shard-mb N] [--quiet]\n"
           "  inflate   IN OUT --shape qwen3-1.7b|qwen3-8b|qwen3-32b [--hidden N] [--intermediate N] [--layers N]\n"
@@ -23,7 +23,7 @@ static void usage(FILE *f) {
           "            (the same function at a bigger shape: zero-padded heads and widths, identity layers)\n", f);
 #ifdef SPECDEC_HAVE_SERVER
     fputs("  serve     -m DIR [--draft ...] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--threads N]\n"
-          "            [--queue N] [--max-body BYTES] [--timeout-s S]   (OpenAI-compatible HTTP API)\n", f);
+          "            [--queue N] [--max-body BYTES] [--timeout-s S] [--tp N]   (OpenAI-compatible HTTP API)\n", f);
 #endif
 }
 

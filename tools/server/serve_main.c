@@ -18,6 +18,7 @@ static void serve_usage(void) {
     fputs("usage: specdec serve -m DIR [--draft auto|mtp|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
           "                     [--api-key KEY] [--threads N] [--queue N] [--max-body BYTES] [--timeout-s S]\n"
           "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--name MODEL_NAME] [--draft-vocab FILE[:N]|none]\n"
+          "                     [--backend B] [--device N] [--tp N] [--tp-reduce gather|ring|none]\n"
           "  The MTP drafter uses DIR/draft_vocab.json when the model ships one (--draft-vocab none: full head).\n"
           "  Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, /health, /metrics.\n"
           "  The API key may also come from the environment variable SPECDEC_API_KEY.\n", stderr);
@@ -105,6 +106,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
         else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
         else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
+        else if (cli_is_tp_opt(a)) { if (cli_tp_opt(a, val, &cp)) return 1; i++; }
         else if (!strcmp(a, "--queue")) { if (cli_int(a, val, 0, 4096, &queue)) return 1; i++; }
         else if (!strcmp(a, "--timeout-s")) { if (cli_int(a, val, 1, 86400, &timeout_s)) return 1; i++; }
         else if (!strcmp(a, "--max-body")) { if (cli_int(a, val, 64, 1L << 30, &v)) return 1; max_body = (unsigned long long)v; i++; }
