@@ -373,7 +373,7 @@ int main(void) {
         sd_backend_opts o = {0};
         sd_tp_opts to = {.n = 2, .rank_backend = "cuda"};
         sd_backend *b = NULL;
-        CHECK(sd_backend_tp_new(&to, &o, &b, &e) == SPECDEC_ERR_UNSUPPORTED && !b && strstr(e.msg, "needs 2 CUDA devices") &&
+        CHECK(sd_backend_tp_new(&to, &o, &b, &e) == SPECDEC_ERR_UNSUPPORTED && !b && strstr(e.msg, "needs 2 CUDA device(s)") &&
               strstr(e.msg, "sees 0"), "tp 2 on cuda without GPUs: %s", e.msg);
     } else if (cm) {
         cm->i->free(cm);

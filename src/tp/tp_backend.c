@@ -452,7 +452,7 @@ specdec_status sd_backend_tp_new(const sd_tp_opts *to, const sd_backend_opts *o,
         int found = sd_comm_cuda_devices();
         if (o->device + n > found)
             return sd_fail(err, SPECDEC_ERR_UNSUPPORTED,
-                           "tensor parallel over %d ranks needs %d CUDA devices (devices %d..%d); this process sees %d",
+                           "tensor parallel over %d rank(s) needs %d CUDA device(s) (devices %d..%d); this process sees %d",
                            n, n, o->device, o->device + n - 1, found);
     } else if (strcmp(name, "cpu") && strcmp(name, "cpu-sim")) {
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "tensor parallel: no ranks of backend '%s' (cuda, cpu, cpu-sim)", name);
