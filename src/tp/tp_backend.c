@@ -134,8 +134,10 @@ static specdec_status rank_err(tp *t, int r, specdec_status st, specdec_err *err
 #define RANKS(b) tp *t = TP(b); (b)->stats.ops++; for (int r = 0; r < t->n; r++) for (sd_backend *R = (enter(t, r), t->r[r]); R; R = NULL)
 
 /* ---- object and memory ---- */
+static void drop(tp *t, int i);
 static void t_free(sd_backend *b) {
     tp *t = TP(b);
+    while (t->n_maps) drop(t, t->n_maps - 1);   /* buffers the caller still held */
     for (int r = 0; r < t->n; r++) { enter(t, r); sd_backend_free(t->r[r]); }   /* enter needs the comm */
     if (t->comm) t->comm->i->free(t->comm);
     free(t->maps);
