@@ -48,6 +48,9 @@ typedef struct specdec_err {
 /* Static name of a status ("ok", "io", "format", ...). */
 const char *specdec_status_name(specdec_status st);
 
+/* The library's version, "MAJOR.MINOR.PATCH" (CMake's project version, defined once there). */
+const char *specdec_version(void);
+
 /* ---- logging ---------------------------------------------------------------------- */
 
 /* The library never prints. What it has to say outside a return value (a declined speculation, a
@@ -264,6 +267,23 @@ specdec_sampling_params specdec_sampling_default_params(void);
  * Randomness is a pure function of (seed, pos): a seeded run is reproducible to the byte. */
 int32_t specdec_sample(const specdec_sampling_params *p, const float *logits, int vocab, int64_t pos);
 
+/* generation_config.json: the sampling defaults and end-of-sequence ids the model's authors chose.
+ * Read by specdec_model_load when the directory has one (a bad value fails the load, naming the
+ * file and the key). do_sample false means greedy (temperature 0) whatever the temperature says. */
+typedef enum specdec_gen_key {
+    SPECDEC_GEN_TEMPERATURE = 0, SPECDEC_GEN_TOP_K, SPECDEC_GEN_TOP_P, SPECDEC_GEN_MIN_P, SPECDEC_GEN_N_KEYS
+} specdec_gen_key;
+
+typedef struct specdec_generation_config {
+    bool present;                          /* the directory has generation_config.json */
+    specdec_sampling_params sampling;      /* specdec_sampling_default_params() with the file's values over it */
+    bool from_file[SPECDEC_GEN_N_KEYS];    /* which of them the file set */
+    bool greedy_by_do_sample;              /* "do_sample": false made temperature 0 */
+    int n_eos; int32_t eos_ids[8];         /* its eos_token_id (added to config.json's end ids) */
+} specdec_generation_config;
+
+void specdec_model_generation_config(const specdec_model *m, specdec_generation_config *out);
+
 /* ---- generation -------------------------------------------------------------------- */
 
 /* Called with each piece of text as it becomes printable. Return false to cancel. */
@@ -280,13 +300,28 @@ typedef struct specdec_gen_params {
 } specdec_gen_params;
 
 specdec_gen_params specdec_gen_default_params(void);
+/* specdec_gen_default_params() with the sampling defaults of the model's generation_config.json
+ * (when it has one); set any field afterwards to override it. */
+specdec_gen_params specdec_model_gen_default_params(const specdec_model *m);
 
 typedef struct specdec_gen_stats {
     int prompt_tokens, generated_tokens;
     double prefill_ms, decode_ms;
     double prefill_tok_s, decode_tok_s;
-    int stop_reason;                  /* 0 budget, 1 eos, 2 stop string, 3 cancelled */
+    int stop_reason;                  /* a specdec_stop_reason */
+    uint64_t seed;                    /* the sampling seed the generation used */
 } specdec_gen_stats;
+
+/* Why a generation ended. */
+typedef enum specdec_stop_reason {
+    SPECDEC_STOP_LENGTH = 0,          /* the token budget (max_tokens) was reached */
+    SPECDEC_STOP_EOS = 1,             /* an end-of-sequence token */
+    SPECDEC_STOP_STRING = 2,          /* a stop string */
+    SPECDEC_STOP_CANCELLED = 3,       /* the caller cancelled (gp->cancel or on_text returned false) */
+    SPECDEC_STOP_CONTEXT = 4          /* the context window is full */
+} specdec_stop_reason;
+/* "length", "eos", "stop", "cancelled", "context"; "unknown" for other values. */
+const char *specdec_stop_reason_name(int reason);
 
 /* Classic decoding: prefill `prompt` (ids) into a fresh context state, then sample up to
  * max_tokens. Generated ids are written to *out_ids (malloc'ed, may be NULL). */
@@ -347,7 +382,7 @@ typedef enum specdec_spec_sampling {
 
 typedef struct specdec_spec_params {
     int block_size;              /* K in 2..16 (tokens per verify); 0 = auto (adaptive, 1..8) */
-    specdec_spec_sampling sampling;  /* used when temperature > 0 */
+    specdec_spec_sampling sampling;  /* used when temperature > 0; default SPECDEC_SPEC_SEEDED */
     bool allow_inexact;          /* run speculation even when the exactness probe fails (loudly) */
     int probe_draws;             /* random token draws of the block-vs-chain probe (default 3, >= 1) */
     int verify_rows;             /* project at most this many verify rows through the LM head (0 = all):

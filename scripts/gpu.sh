@@ -22,7 +22,12 @@
 #             llama-bench on the embedded target as Q4_0, side by side with specdec
 #   scale     the embedded pair inflated to the Qwen3 1.7B / 8B / 32B shapes (specdec inflate),
 #             classic and speculative decode there, greedy agreement with the embedded target, and
-#             llama.cpp on random-weight Q4_0 models of the same shapes
+#             llama.cpp on random-weight Q4_0 models of the same shapes (SCALE_PROMPTS prompts,
+#             default 4, SCALE_N tokens, default 64; SCALE_SHAPES, default all three)
+#   decide    the decisions only scale can make, on the inflated 8B shape, each arm interleaved in
+#             one specdec bench: the reduced draft vocabulary at 8k / 16k / 32k against the full
+#             head, the verify's projected rows capped at 2 and 3 against K + 1, and the 4-bit MTP
+#             drafter against the shipped bf16 one (a second model, quantize --quantize-mtp)
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -159,19 +164,38 @@ if has peer; then
   else log "peer build FAILED: $(tail -3 "$OUT/peer_build.log")"; fi
 fi
 
+SCALE_PROMPTS=${SCALE_PROMPTS:-4}; SCALE_N=${SCALE_N:-64}
+head -"$SCALE_PROMPTS" /tmp/prompts8.jsonl > /tmp/prompts_scale.jsonl
 if has scale; then
-  for shape in qwen3-1.7b qwen3-8b qwen3-32b; do
+  for shape in ${SCALE_SHAPES:-qwen3-1.7b qwen3-8b qwen3-32b}; do
     D=/tmp/inflated-$shape
     [ -d "$D" ] || run_to 400 "$OUT/inflate_$shape.log" "$BIN" inflate "$M" "$D" --shape $shape || { log "inflate $shape FAILED"; continue; }
     "$BIN" info -m "$D" --backend cuda > "$OUT/info_$shape.txt" 2>&1
-    run_to 400 "$OUT/bench_$shape.md" "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/prompts8.jsonl \
-      -n 128 --block-size 4 --repeats 5 --ignore-eos && log "specdec bench $shape K=4: $(grep -m1 'median speedup' "$OUT/bench_$shape.md")"
+    run_to 400 "$OUT/bench_$shape.md" "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/prompts_scale.jsonl \
+      -n "$SCALE_N" --block-size 4 --repeats 5 --ignore-eos && log "specdec bench $shape K=4: $(grep -m1 'median speedup' "$OUT/bench_$shape.md")"
     if [ -x /tmp/peer-cuda/bin/llama-bench ]; then
       python3 .peers/gguf_random_shape.py $shape "$M" /tmp/$shape-q4_0.gguf > "$OUT/peer_$shape.log" 2>&1
       run_to 300 "$OUT/peer_$shape.md" /tmp/peer-cuda/bin/llama-bench -m /tmp/$shape-q4_0.gguf -p 0 -n 128 -ngl 99 -fa 1 -r 5 -o md
       log "llama.cpp $shape: $(grep -m1 'tg128' "$OUT/peer_$shape.md")"
       rm -f /tmp/$shape-q4_0.gguf
     fi
+    [ "$shape" = qwen3-32b ] && rm -rf "$D"   # 18 GB: made again when needed
   done
+fi
+
+if has decide; then
+  D=/tmp/inflated-qwen3-8b
+  [ -d "$D" ] || run_to 400 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$D" --shape qwen3-8b || log "inflate 8b FAILED"
+  DV=$M/draft_vocab.json
+  run_to 500 "$OUT/decide_8b_bf16.md" "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/prompts_scale.jsonl \
+    -n "$SCALE_N" --block-size 4 --repeats 5 --ignore-eos --draft-vocab "$DV:8192" --draft-vocab none \
+    --draft-vocab "$DV:32768" --verify-rows-arms 2,3
+  log "decide 8B bf16 drafter: $(grep '^arm .*median speedup\|REFUSED: it' "$OUT/decide_8b_bf16.md" | cut -c1-150 | tr '\n' '|')"
+  Q=/tmp/qk-mtp4; D4=/tmp/inflated-qwen3-8b-mtp4
+  [ -d "$Q" ] || run_to 200 "$OUT/quantize_mtp4.log" "$BIN" quantize "$M" "$Q" --bits 4 --group-size 64 --quantize-mtp --quiet
+  [ -d "$D4" ] || run_to 400 "$OUT/inflate_qwen3-8b-mtp4.log" "$BIN" inflate "$Q" "$D4" --shape qwen3-8b
+  run_to 400 "$OUT/decide_8b_mtp4.md" "$BIN" bench -m "$D4" --backend cuda --draft mtp --prompts /tmp/prompts_scale.jsonl \
+    -n "$SCALE_N" --block-size 4 --repeats 5 --ignore-eos --draft-vocab none
+  log "decide 8B 4-bit drafter: $(grep '^arm .*median speedup' "$OUT/decide_8b_mtp4.md" | cut -c1-150 | tr '\n' '|')"
 fi
 log "done in $(( $(date +%s) - T0 )) s"

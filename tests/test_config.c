@@ -165,8 +165,57 @@ static void test_bad(void) {
     expect_bad("mtp negative", edit("unknown_key", "1, \"mtp_num_hidden_layers\": -1"), SPECDEC_ERR_CONFIG, "mtp_num_hidden_layers");
 }
 
+/* transformers 5 writes RoPE under "rope_parameters" and the dtype as "dtype" (null allowed); both
+ * generations must give the same config, and a RoPE variant we do not implement is refused by name. */
+static void test_rope_parameters(void) {
+    sd_config v4, v5;
+    specdec_err e = {0};
+    CHECK(parse(BASE, &v4, &e) == SPECDEC_OK, "4.x: %s", e.msg);
+    char buf[4096];
+    char v5js[4096];
+    snprintf(v5js, sizeof v5js, "%s", edit("torch_dtype", NULL));
+    /* v5js: BASE without torch_dtype; now drop rope_theta too and add the v5 keys */
+    char *rt = strstr(v5js, "\"rope_theta\": 1000000,");
+    CHECK(rt != NULL, "fixture");
+    if (rt) memmove(rt, rt + strlen("\"rope_theta\": 1000000,"), strlen(rt + strlen("\"rope_theta\": 1000000,")) + 1);
+    v5js[strlen(v5js) - 1] = 0;
+    snprintf(buf, sizeof buf, "%s, \"dtype\": \"bfloat16\", \"rope_parameters\": {\"rope_theta\": 1000000.0, \"rope_type\": \"default\"}}", v5js);
+    CHECK(strstr(buf, "torch_dtype") == NULL && strstr(buf, "\"rope_theta\": 1000000,") == NULL, "fixture is v5 only: %s", buf);
+    CHECK(parse(buf, &v5, &e) == SPECDEC_OK, "5.x: %s", e.msg);
+    CHECK(v5.rope_theta == 1e6 && v5.dtype == SPECDEC_DTYPE_BF16, "5.x theta %g dtype %d", v5.rope_theta, (int)v5.dtype);
+    CHECK(memcmp(&v4, &v5, sizeof v4) == 0, "4.x and 5.x configs parse to the same struct");
+
+    /* dtype may be null in 5.x: F32 (the default) */
+    snprintf(buf, sizeof buf, "%s, \"dtype\": null, \"rope_parameters\": {\"rope_theta\": 10000, \"rope_type\": \"default\"}}", v5js);
+    CHECK(parse(buf, &v5, &e) == SPECDEC_OK && v5.rope_theta == 1e4, "null dtype: %s", e.msg);
+    /* the older "type" key, and both places agreeing */
+    CHECK(parse(edit("unknown_key", "1, \"rope_parameters\": {\"rope_theta\": 1000000, \"type\": \"default\"}"), &v5, &e) == SPECDEC_OK,
+          "type key + agreeing theta: %s", e.msg);
+    CHECK(parse(edit("unknown_key", "1, \"rope_scaling\": {\"rope_type\": \"default\"}"), &v5, &e) == SPECDEC_OK,
+          "4.x rope_scaling of type default: %s", e.msg);
+
+    /* refusals, each naming what it refuses */
+    expect_bad("yarn", edit("unknown_key", "1, \"rope_parameters\": {\"rope_theta\": 1000000, \"rope_type\": \"yarn\", \"factor\": 4.0}"),
+               SPECDEC_ERR_UNSUPPORTED, "yarn");
+    expect_bad("linear (type key)", edit("unknown_key", "1, \"rope_parameters\": {\"type\": \"linear\", \"factor\": 2.0}"),
+               SPECDEC_ERR_UNSUPPORTED, "linear");
+    expect_bad("scaling key under default", edit("unknown_key", "1, \"rope_parameters\": {\"rope_type\": \"default\", \"factor\": 2.0}"),
+               SPECDEC_ERR_UNSUPPORTED, "rope_parameters.factor");
+    expect_bad("partial rotary", edit("unknown_key", "1, \"rope_parameters\": {\"rope_type\": \"default\", \"partial_rotary_factor\": 0.5}"),
+               SPECDEC_ERR_UNSUPPORTED, "partial_rotary_factor");
+    expect_bad("per layer type", edit("unknown_key", "1, \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\"}}"),
+               SPECDEC_ERR_UNSUPPORTED, "full_attention");
+    expect_bad("theta disagrees", edit("unknown_key", "1, \"rope_parameters\": {\"rope_theta\": 10000}"),
+               SPECDEC_ERR_CONFIG, "rope_parameters.rope_theta");
+    expect_bad("rope_type not a string", edit("unknown_key", "1, \"rope_parameters\": {\"rope_type\": 3}"),
+               SPECDEC_ERR_CONFIG, "rope_parameters.rope_type");
+    snprintf(buf, sizeof buf, "%s, \"rope_parameters\": {\"rope_type\": \"default\"}}", v5js);
+    expect_bad("no theta anywhere", buf, SPECDEC_ERR_CONFIG, "rope_theta");
+}
+
 int main(void) {
     test_valid();
     test_bad();
+    test_rope_parameters();
     return check_finish("test_config");
 }

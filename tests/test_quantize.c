@@ -295,6 +295,40 @@ int main(void) {
         snprintf(ix, sizeof ix, "%smodel.safetensors.index.json", out);
         CHECK(stat(ix, &sb) == 0, "sharded output has index.json");
     }
+    { /* a quantized model with a dense drafter: --quantize-mtp on it quantizes the drafter only,
+       * and the result equals quantizing the dense model with the drafter in one step */
+        specdec_quantize_params p = specdec_quantize_default_params();
+        p.bits = 4;
+        p.group_size = 64;
+        p.quantize_mtp = true;
+        char one[256], two[256], src[256];
+        snprintf(src, sizeof src, "%s/out-4-64", root);
+        snprintf(one, sizeof one, "%s/mtp-one-step", root);
+        snprintf(two, sizeof two, "%s/mtp-two-step", root);
+        specdec_err e = {0};
+        CHECK(specdec_quantize(in, one, &p, &e) == SPECDEC_OK, "one step: %s", e.msg);
+        CHECK(specdec_quantize(src, two, &p, &e) == SPECDEC_OK, "drafter of a quantized model: %s", e.msg);
+        sd_st_set *a = NULL, *b = NULL;
+        CHECK(sd_st_open_dir(one, &a, &e) == SPECDEC_OK && sd_st_open_dir(two, &b, &e) == SPECDEC_OK, "reopen: %s", e.msg);
+        int same = 0, n = a && b ? sd_st_count(a) : -1;
+        for (int i = 0; a && b && i < n; i++) {
+            const sd_st_tensor *t = sd_st_at(a, i), *u = sd_st_find(b, t->name);
+            same += u && u->dtype == t->dtype && u->nbytes == t->nbytes && memcmp(u->data, t->data, t->nbytes) == 0;
+        }
+        CHECK(n > 0 && same == n && sd_st_count(b) == n, "two-step drafter quantization equals one step: %d of %d tensors", same, n);
+        CHECK(sd_st_find(b, "mtp.fc.scales") != NULL, "drafter quantized");
+        sd_st_close(a);
+        sd_st_close(b);
+        /* other bits than the model's, or nothing left to quantize: refused, nothing written */
+        snprintf(two, sizeof two, "%s/mtp-refused", root);
+        p.bits = 8;
+        CHECK(specdec_quantize(src, two, &p, &e) == SPECDEC_ERR_UNSUPPORTED && strstr(e.msg, "4-bit"), "8-bit on 4-bit: %s", e.msg);
+        p.bits = 4;
+        p.quantize_mtp = false;
+        CHECK(specdec_quantize(src, two, &p, &e) == SPECDEC_ERR_UNSUPPORTED && strstr(e.msg, "--quantize-mtp"), "nothing left: %s", e.msg);
+        struct stat sb;
+        CHECK(stat(two, &sb) != 0, "nothing written for a refused input");
+    }
     /* f16 and f32 models, tied */
     for (int k = 0; k < 2; k++) {
         tm_dims d2 = d;

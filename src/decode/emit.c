@@ -19,6 +19,7 @@ specdec_status sd_emitter_init(sd_emitter *e, const specdec_tokenizer *tok, cons
     e->on_text = p->on_text; e->user = p->user; e->cancel = p->cancel;
     if (!p->ignore_eos) {
         if (m) for (int i = 0; i < m->cfg.n_eos && e->n_eos < 16; i++) e->eos[e->n_eos++] = m->cfg.eos_token_id[i];
+        if (m) for (int i = 0; i < m->gen.n_eos && e->n_eos < 16; i++) e->eos[e->n_eos++] = m->gen.eos_ids[i];
         if (tok) {
             int32_t ids[8];
             int n = specdec_tokenizer_eos_ids(tok, ids, 8);
@@ -111,4 +112,15 @@ void sd_emitter_free(sd_emitter *e) {
     specdec_stream_decoder_free(e->dec);
     free(e->held); free(e->ids);
     memset(e, 0, sizeof *e);
+}
+
+const char *specdec_stop_reason_name(int reason) {
+    switch (reason) {
+    case SPECDEC_STOP_LENGTH: return "length";
+    case SPECDEC_STOP_EOS: return "eos";
+    case SPECDEC_STOP_STRING: return "stop";
+    case SPECDEC_STOP_CANCELLED: return "cancelled";
+    case SPECDEC_STOP_CONTEXT: return "context";
+    }
+    return "unknown";
 }

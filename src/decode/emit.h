@@ -5,7 +5,9 @@
 #define SD_EMIT_H
 #include "specdec.h"
 
-enum { SD_STOP_BUDGET = 0, SD_STOP_EOS = 1, SD_STOP_STRING = 2, SD_STOP_CANCEL = 3, SD_STOP_CONTEXT = 4 };
+/* the public specdec_stop_reason values, by their internal names */
+enum { SD_STOP_BUDGET = SPECDEC_STOP_LENGTH, SD_STOP_EOS = SPECDEC_STOP_EOS, SD_STOP_STRING = SPECDEC_STOP_STRING,
+       SD_STOP_CANCEL = SPECDEC_STOP_CANCELLED, SD_STOP_CONTEXT = SPECDEC_STOP_CONTEXT };
 
 typedef struct sd_emitter {
     specdec_stream_decoder *dec;      /* NULL when there is no tokenizer: no text, ids only */

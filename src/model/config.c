@@ -84,6 +84,76 @@ static specdec_status parse_quant(json_t *q, const char *path, const char *key, 
     return SPECDEC_OK;
 }
 
+/* One RoPE parameter block: transformers 5's "rope_parameters" or 4.x's "rope_scaling" (key
+ * names it in messages). The type comes as "rope_type" (or the older "type"); only "default"
+ * (plain RoPE, no scaling) is implemented, so any other type, and any scaling key, is refused by
+ * name rather than ignored (a scaled RoPE read as plain runs, and writes wrong text). A "rope_theta"
+ * here goes to *theta (0 when absent). */
+static specdec_status parse_rope_block(json_t *o, const char *path, const char *key, double *theta, specdec_err *err) {
+    *theta = 0;
+    if (!json_is_object(o)) return sd_fail(err, SPECDEC_ERR_CONFIG, "%s: key \"%s\" must be an object", path, key);
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        if (!strcmp(k, "rope_type") || !strcmp(k, "type")) {
+            if (!json_is_string(v)) return sd_fail(err, SPECDEC_ERR_CONFIG, "%s: key \"%s.%s\" must be a string", path, key, k);
+            if (strcmp(json_string_value(v), "default") != 0)
+                return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: key \"%s.%s\" = \"%s\" is not supported (only \"default\": plain RoPE)",
+                               path, key, k, json_string_value(v));
+        } else if (!strcmp(k, "rope_theta")) {
+            if (!json_is_number(v) || !isfinite(json_number_value(v)))
+                return sd_fail(err, SPECDEC_ERR_CONFIG, "%s: key \"%s.rope_theta\" must be a finite number", path, key);
+            *theta = json_number_value(v);
+        } else if (!strcmp(k, "partial_rotary_factor")) {
+            /* 1 = RoPE over the whole head, which is what we do; anything else is not */
+            if (!json_is_number(v) || json_number_value(v) != 1.0)
+                return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: key \"%s.partial_rotary_factor\" is not 1; partial RoPE is not supported",
+                               path, key);
+        } else if (json_is_object(v)) {
+            return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: key \"%s.%s\": per-layer-type RoPE parameters are not supported",
+                           path, key, k);
+        } else {
+            return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: key \"%s.%s\": RoPE scaling is not supported (only plain RoPE)",
+                           path, key, k);
+        }
+    }
+    return SPECDEC_OK;
+}
+
+/* rope_theta, from the top level (transformers 4.x) or from "rope_parameters" (transformers 5);
+ * when both are given they must agree. Required: a wrong base silently ruins output. */
+static specdec_status parse_rope(json_t *root, const char *path, double *out, specdec_err *err) {
+    double top = 0, inner = 0;
+    json_t *tv = json_object_get(root, "rope_theta");
+    if (tv && !json_is_null(tv)) {
+        SD_TRY(get_num(root, path, "rope_theta", &top, err));
+        if (!(top > 1)) return sd_fail(err, SPECDEC_ERR_CONFIG, "%s: key \"rope_theta\" = %g must be > 1", path, top);
+    }
+    json_t *rs = json_object_get(root, "rope_scaling");
+    if (rs && !json_is_null(rs)) {
+        double t;
+        SD_TRY(parse_rope_block(rs, path, "rope_scaling", &t, err));
+        if (t) inner = t;
+    }
+    json_t *rp = json_object_get(root, "rope_parameters");
+    if (rp && !json_is_null(rp)) {
+        double t;
+        SD_TRY(parse_rope_block(rp, path, "rope_parameters", &t, err));
+        if (t) {
+            if (!(t > 1)) return sd_fail(err, SPECDEC_ERR_CONFIG, "%s: key \"rope_parameters.rope_theta\" = %g must be > 1", path, t);
+            if (inner && inner != t)
+                return sd_fail(err, SPECDEC_ERR_CONFIG, "%s: keys \"rope_scaling.rope_theta\" and \"rope_parameters.rope_theta\" disagree", path);
+            inner = t;
+        }
+    }
+    if (top && inner && top != inner)
+        return sd_fail(err, SPECDEC_ERR_CONFIG, "%s: keys \"rope_theta\" = %g and \"rope_parameters.rope_theta\" = %g disagree", path, top, inner);
+    *out = top ? top : inner;
+    if (!*out)
+        return sd_fail(err, SPECDEC_ERR_CONFIG, "%s: missing required key \"rope_theta\" (top level, or in \"rope_parameters\")", path);
+    return SPECDEC_OK;
+}
+
 static specdec_status parse_root(json_t *root, const char *path, sd_config *c, specdec_err *err) {
     if (!json_is_object(root)) return sd_fail(err, SPECDEC_ERR_FORMAT, "%s: top level is not a JSON object", path);
     json_t *mt = json_object_get(root, "model_type");
@@ -116,21 +186,14 @@ static specdec_status parse_root(json_t *root, const char *path, sd_config *c, s
     if (c->head_dim % 2 != 0)
         return sd_fail(err, SPECDEC_ERR_CONFIG, "%s: key \"head_dim\" = %d must be even (rotate_half RoPE)", path, c->head_dim);
 
-    double eps = 0, theta = 0;
+    double eps = 0;
     SD_TRY(get_num(root, path, "rms_norm_eps", &eps, err));
     if (!(eps > 0 && eps < 1))
         return sd_fail(err, SPECDEC_ERR_CONFIG, "%s: key \"rms_norm_eps\" = %g is out of range (0, 1)", path, eps);
     c->rms_norm_eps = (float)eps;
-    /* Required: every Qwen3 config states rope_theta and a wrong base silently ruins output. */
-    SD_TRY(get_num(root, path, "rope_theta", &theta, err));
-    if (!(theta > 1))
-        return sd_fail(err, SPECDEC_ERR_CONFIG, "%s: key \"rope_theta\" = %g must be > 1", path, theta);
-    c->rope_theta = theta;
+    SD_TRY(parse_rope(root, path, &c->rope_theta, err));
     SD_TRY(get_int(root, path, "max_position_embeddings", 1, 1 << 26, &c->max_position_embeddings, err));
     /* Features that change the math and that we do not implement: refuse rather than run wrong. */
-    json_t *rs = json_object_get(root, "rope_scaling");
-    if (rs && !json_is_null(rs))
-        return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: key \"rope_scaling\" is set; only plain RoPE is supported", path);
     json_t *sw = json_object_get(root, "use_sliding_window");
     if (sw && json_is_true(sw))
         return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: key \"use_sliding_window\" is true; sliding-window attention is not supported", path);

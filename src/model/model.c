@@ -1,5 +1,7 @@
 /* model.c: loading a model directory (config.json + safetensors) and describing it. */
 #include "model/model.h"
+#include "model/gen_config.h"
+#include "model/model_dir.h"
 #include "util/err.h"
 #include "util/dtype.h"
 #include <stdlib.h>
@@ -22,7 +24,10 @@ specdec_status specdec_model_load(const char *dir, const specdec_model_params *p
     specdec_model *m = calloc(1, sizeof *m);
     if (!m) return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
     snprintf(m->dir, sizeof m->dir, "%s", dir);
-    specdec_status st = sd_config_load_dir(dir, &m->cfg, err);
+    specdec_status st = sd_model_dir_check(dir, err);
+    if (st == SPECDEC_OK) st = sd_config_load_dir(dir, &m->cfg, err);
+    m->gen.sampling = specdec_sampling_default_params();
+    if (st == SPECDEC_OK) st = sd_gen_config_load_dir(dir, m->cfg.vocab_size, &m->gen, err);
     if (st == SPECDEC_OK) st = sd_st_open_dir(dir, &m->st, err);
     if (st == SPECDEC_OK) st = sd_weights_bind(&m->cfg, m->st, params->load_mtp, &m->w, err);
     if (st == SPECDEC_OK && params->progress)
@@ -30,6 +35,14 @@ specdec_status specdec_model_load(const char *dir, const specdec_model_params *p
     if (st != SPECDEC_OK) { specdec_model_free(m); return st; }
     *out = m;
     return SPECDEC_OK;
+}
+
+void specdec_model_generation_config(const specdec_model *m, specdec_generation_config *out) { *out = m->gen; }
+
+specdec_gen_params specdec_model_gen_default_params(const specdec_model *m) {
+    specdec_gen_params p = specdec_gen_default_params();
+    if (m) p.sampling = m->gen.sampling;
+    return p;
 }
 
 void specdec_model_free(specdec_model *m) {

@@ -12,6 +12,7 @@ struct specdec_model {
     sd_config cfg;
     sd_st_set *st;
     sd_weights w;        /* host */
+    specdec_generation_config gen;   /* generation_config.json over the library defaults */
     char dir[1024];
 };
 

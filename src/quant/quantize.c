@@ -241,17 +241,30 @@ specdec_status specdec_quantize(const char *in_dir, const char *out_dir, const s
 
     /* Validate the input fully before writing anything. */
     if ((s = sd_config_load_dir(in_dir, &c, err)) != SPECDEC_OK) goto done;
-    if (c.quant_bits) {
+    /* An already quantized model may be quantized further (its dense mtp.* linears, with
+     * --quantize-mtp): one model holds one quantization, so bits and group must match its own;
+     * its quantized tensors are copied as stored. */
+    if (c.quant_bits && (c.quant_bits != p.bits || c.quant_group != p.group_size)) {
         s = sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: config.json already has a quantization block (%d-bit, group %d); "
-                    "quantize from dense weights", in_dir, c.quant_bits, c.quant_group);
+                    "quantize from dense weights, or ask for the same bits and group", in_dir, c.quant_bits, c.quant_group);
         goto done;
     }
     if ((s = sd_st_open_dir(in_dir, &st, err)) != SPECDEC_OK) goto done;
-    for (int i = 0; i < sd_st_count(st); i++)
-        if (ends_with(sd_st_at(st, i)->name, ".scales")) {
-            s = sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: tensor '%s': input is already quantized", in_dir, sd_st_at(st, i)->name);
+    int todo = 0;
+    for (int i = 0; i < sd_st_count(st); i++) {
+        const sd_st_tensor *t = sd_st_at(st, i);
+        if (!c.quant_bits && ends_with(t->name, ".scales")) {
+            s = sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: tensor '%s': input is already quantized", in_dir, t->name);
             goto done;
         }
+        bool fl = t->dtype == SPECDEC_DTYPE_F32 || t->dtype == SPECDEC_DTYPE_F16 || t->dtype == SPECDEC_DTYPE_BF16;
+        todo += fl && t->ndim == 2 && wants_quant(t->name, &c, &p);
+    }
+    if (c.quant_bits && todo == 0) {
+        s = sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "%s: already %d-bit and no dense tensor is left to quantize%s", in_dir,
+                    c.quant_bits, p.quantize_mtp ? "" : " (the mtp.* drafter needs --quantize-mtp)");
+        goto done;
+    }
     if ((s = sd_weights_bind(&c, st, true, &w, err)) != SPECDEC_OK) { sd_err_prefix(err, "%s", in_dir); goto done; }
     sd_weights_free(&w); /* validation only: quantization walks the tensor set */
 

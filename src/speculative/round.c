@@ -29,7 +29,9 @@ specdec_spec_params specdec_spec_default_params(void) {
     specdec_spec_params p;
     memset(&p, 0, sizeof p);
     p.block_size = 0;
-    p.sampling = SPECDEC_SPEC_REJECTION;
+    /* seeded: the same seed gives the same text with or without a drafter (and from run, bench and
+     * the server alike); rejection sampling stays selectable */
+    p.sampling = SPECDEC_SPEC_SEEDED;
     p.probe_draws = 3;
     return p;
 }
@@ -351,6 +353,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
     int emitted = 0;
     s.gen.prompt_tokens = n_prompt;
     s.gen.stop_reason = SD_STOP_BUDGET;
+    s.gen.seed = gp->sampling.seed;
     double t_pf = sd_now_ms(), t_dec = t_pf;
     if (st == SPECDEC_OK) {
         st = sd_ctx_set_pos(c, 0, err);   /* a fresh sequence */

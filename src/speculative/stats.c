@@ -131,7 +131,13 @@ specdec_status specdec_spec_stats_write_json(const specdec_spec_stats *s, const 
     json_object_set_new(g, "prefill_ms", json_real(s->gen.prefill_ms));
     json_object_set_new(g, "decode_ms", json_real(s->gen.decode_ms));
     json_object_set_new(g, "decode_tok_s", json_real(s->gen.decode_tok_s));
-    json_object_set_new(g, "stop_reason", json_integer(s->gen.stop_reason));
+    json_object_set_new(g, "stop_reason", json_string(specdec_stop_reason_name(s->gen.stop_reason)));
+    if (s->gen.seed <= (uint64_t)INT64_MAX) json_object_set_new(g, "seed", json_integer((json_int_t)s->gen.seed));
+    else {   /* past what a JSON reader's int64 holds: the digits as a string */
+        char sb[24];
+        snprintf(sb, sizeof sb, "%llu", (unsigned long long)s->gen.seed);
+        json_object_set_new(g, "seed", json_string(sb));
+    }
     json_object_set_new(o, "gen", g);
     if (s->profiled) {
         json_t *p = json_object();

@@ -6,6 +6,7 @@
  * ByteLevel. Anything else is refused with SPECDEC_ERR_UNSUPPORTED naming the key and type, so
  * a tokenizer we would get wrong is never used silently. post_processor is ignored: it only adds
  * special tokens when asked to, and specdec_tokenize never adds any. */
+#include "model/model_dir.h"
 #include "tok/tok_internal.h"
 #include "util/err.h"
 #include <jansson.h>
@@ -423,6 +424,7 @@ specdec_status specdec_tokenizer_load(const char *dir, specdec_tokenizer **out, 
     if (!out) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_tokenizer_load: out is NULL");
     *out = NULL;
     if (!dir) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_tokenizer_load: dir is NULL");
+    SD_TRY(sd_model_dir_check(dir, err));   /* a GGUF file named as the model: say what is read instead */
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     struct stat sb;

@@ -118,7 +118,8 @@ run_text() {
 
 same_file() { cmp -s "$1" "$2" || { echo "  differ: $(head -c 200 "$1" | od -c | head -3) vs $(head -c 200 "$2" | od -c | head -3)"; return 1; }; }
 
-# spec_matrix "DRAFTS": for each drafter x block size (auto, 4) x greedy/seeded x stream or not,
+# spec_matrix "DRAFTS": for each drafter x block size (auto, 4) x greedy/seeded (sampling mode
+# "seeded" named, whatever the default) x stream or not,
 # the completion text must equal $TMP/run-greedy / $TMP/run-seeded (classic `specdec run` of
 # $PROMPT, 24 tokens) and the stats must say the drafter speculated after a passed probe.
 # Needs BASE, AUTH, PROMPT.
@@ -129,7 +130,7 @@ for dr in $drafts; do
         for c in greedy seeded; do
             if [ $c = greedy ]; then samp='"temperature":0'; else samp='"temperature":0.8,"top_p":0.9,"top_k":40,"seed":42'; fi
             for stream in false true; do
-                http POST $BASE/v1/completions "${AUTH[@]}" -N -d "{\"prompt\":\"$PROMPT\",\"max_tokens\":24,$samp,\"stream\":$stream,\"stream_options\":$([ $stream = true ] && echo '{"include_usage":true}' || echo null),\"specdec\":{\"draft\":\"$dr\",\"block_size\":$bs}}" >/dev/null
+                http POST $BASE/v1/completions "${AUTH[@]}" -N -d "{\"prompt\":\"$PROMPT\",\"max_tokens\":24,$samp,\"stream\":$stream,\"stream_options\":$([ $stream = true ] && echo '{"include_usage":true}' || echo null),\"specdec\":{\"draft\":\"$dr\",\"block_size\":$bs,\"sampling\":\"seeded\"}}" >/dev/null
                 if [ $stream = true ]; then sse_text "$TMP/body" >"$TMP/spec-out"; grep '"usage"' "$TMP/body" | sed 's/^data: //' >"$TMP/spec.json"
                 else jget "$TMP/body" 'j["choices"][0]["text"]' | python3 -c "import sys; sys.stdout.write(sys.stdin.read()[:-1])" >"$TMP/spec-out"; cp "$TMP/body" "$TMP/spec.json"; fi
                 check "spec $dr K=$bs $c stream=$stream text == run" same_file "$TMP/spec-out" "$TMP/run-$c"

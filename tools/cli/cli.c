@@ -131,3 +131,15 @@ void cli_tp_report(const specdec_ctx *c) {
             ts.ranks, ts.comm, (unsigned long long)ts.allreduce_calls,
             ts.allreduce_calls ? (double)ts.allreduce_floats / (double)ts.allreduce_calls : 0.0, ts.allreduce_ms);
 }
+
+/* Sampling options the command line did not give take the model's generation_config.json values
+ * (which are the library's defaults where the file is silent or absent). */
+specdec_status cli_gen_defaults(const specdec_model *m, const bool given[SPECDEC_GEN_N_KEYS], specdec_sampling_params *s) {
+    specdec_generation_config g;
+    specdec_model_generation_config(m, &g);
+    if (!given[SPECDEC_GEN_TEMPERATURE]) s->temperature = g.sampling.temperature;
+    if (!given[SPECDEC_GEN_TOP_K]) s->top_k = g.sampling.top_k;
+    if (!given[SPECDEC_GEN_TOP_P]) s->top_p = g.sampling.top_p;
+    if (!given[SPECDEC_GEN_MIN_P]) s->min_p = g.sampling.min_p;
+    return SPECDEC_OK;
+}

@@ -37,4 +37,25 @@ specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_er
 specdec_status cli_draft_vocab_auto(specdec_drafter *dr, const char *model_dir, const char *spec, char *used,
                                     size_t cap, specdec_err *err);
 
+/* Sampling options not given on the command line (given[SPECDEC_GEN_*] false) take the model's
+ * generation_config.json defaults. Always SPECDEC_OK. */
+specdec_status cli_gen_defaults(const specdec_model *m, const bool given[SPECDEC_GEN_N_KEYS], specdec_sampling_params *s);
+
+/* Usage: every command's (stdout, returns 0: `specdec CMD --help`), all of them (to f). */
+int cli_usage(const char *cmd);
+void cli_usage_all(FILE *f);
+bool cli_is_help(const char *arg);
+
+/* -f FILE / -f -: the whole file (stdin) as the prompt, bytes as they are; *out malloc'ed. */
+int cli_read_prompt(const char *path, char **out);
+/* --seed: an integer in [0, 2^64), or -1 for a fresh random seed (*fresh set); any other negative
+ * or junk value is an error naming the option. */
+int cli_seed(const char *opt, const char *s, uint64_t *seed, bool *fresh);
+/* An output file option (--stats-json, --ids-out): fail now, before any loading, when PATH cannot
+ * be written. Nothing is left behind. */
+int cli_check_out(const char *opt, const char *path);
+/* -m: `given`, else the embedded model models/qwen3-kernel found relative to the executable, else
+ * $SPECDEC_MODEL; when none is found, says every place it looked and returns 1. */
+int cli_model_dir(const char *given, char *out, size_t cap);
+
 #endif

@@ -5,9 +5,15 @@
  * did not move its own counters (zero rounds or nothing drafted: the arms cannot be told apart),
  * or when its output differs from the classic arm's at temperature 0 (then the first differing
  * position is printed instead).
- * --draft-vocab FILE[:N] (repeatable, up to 2; mtp only) adds speculative arms whose drafter uses
- * that reduced draft vocabulary, interleaved with the full-head arm in the same run (classic,
- * full, reduced, ...), so the loss of acceptance against the full head is measured side by side. */
+ * The first speculative arm runs as `specdec run` does by default (for MTP: the draft vocabulary the
+ * model ships, else the full head). --draft-vocab FILE[:N]|none (repeatable; mtp only) adds arms
+ * whose drafter uses that reduced draft vocabulary (none: the full head), interleaved with the first
+ * in the same run (classic, first, other, ...), so acceptance and speed are measured side by side.
+ * Every other default (block size auto, seeded sampling, threads, the sampling defaults of
+ * generation_config.json) is run's too.
+ * --verify-rows-arms R1,R2,... adds arms like the first whose verify projects at most R rows
+ * (spec_params.verify_rows), in the same interleaving; an arm whose projected-rows counter does
+ * not differ from the first arm's is refused (the cap did not bind: the arms cannot be told apart). */
 #include "cli.h"
 #include <jansson.h>
 #include <stdlib.h>
@@ -31,23 +37,26 @@ static void loadavg(char *buf, size_t n) {
 
 #define MAXP 256
 #define MAXR 64
-#define MAXA 3   /* speculative arms: the full head + up to 2 draft vocabularies */
+#define MAXA 6   /* speculative arms: the first (run's default) + draft vocabularies + verify-row caps, 5 at most */
 
 
 int cmd_bench(int argc, char **argv) {
-    const char *dir = NULL, *draft = NULL, *prompts_path = NULL, *out_path = NULL;
+    const char *dir_opt = NULL, *draft = NULL, *prompts_path = NULL, *out_path = NULL;
+    char dir[4096];
+    bool seed_fresh = false, given[SPECDEC_GEN_N_KEYS] = {false};
+    char dv_used[1200];
     specdec_gen_params gp = specdec_gen_default_params();
     specdec_ctx_params cp = specdec_ctx_default_params();
     specdec_spec_params sp = specdec_spec_default_params();
-    sp.block_size = 4;
     int repeats = 5, max_prompts = MAXP, na = 1;
     const char *dvs[MAXA] = {NULL};
+    int vrs[MAXA] = {0};   /* per arm: 0 = sp.verify_rows, else that arm's cap */
     bool profile = false;
     long v; double d;
-    gp.max_tokens = 128;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir = val; i++; }
+        if (cli_is_help(a)) return cli_usage("bench");
+        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir_opt = val; i++; }
         else if (!strcmp(a, "--draft")) { if (!val) return cli_fail("--draft needs a value"); draft = val; i++; }
         else if (!strcmp(a, "--prompts")) { if (!val) return cli_fail("--prompts needs a file"); prompts_path = val; i++; }
         else if (!strcmp(a, "--out")) { if (!val) return cli_fail("--out needs a file"); out_path = val; i++; }
@@ -64,8 +73,8 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
         else if (cli_is_tp_opt(a)) { if (cli_tp_opt(a, val, &cp)) return 1; i++; }
         else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
-        else if (!strcmp(a, "--temp")) { if (cli_float(a, val, 0, 100, &d)) return 1; gp.sampling.temperature = (float)d; i++; }
-        else if (!strcmp(a, "--seed")) { if (cli_int(a, val, 0, 1L << 62, &v)) return 1; gp.sampling.seed = (uint64_t)v; i++; }
+        else if (!strcmp(a, "--temp")) { if (cli_float(a, val, 0, 100, &d)) return 1; gp.sampling.temperature = (float)d; given[SPECDEC_GEN_TEMPERATURE] = true; i++; }
+        else if (!strcmp(a, "--seed")) { if (cli_seed(a, val, &gp.sampling.seed, &seed_fresh)) return 1; i++; }
         else if (!strcmp(a, "--sampling")) {
             if (val && !strcmp(val, "seeded")) sp.sampling = SPECDEC_SPEC_SEEDED;
             else if (val && !strcmp(val, "rejection")) sp.sampling = SPECDEC_SPEC_REJECTION;
@@ -73,18 +82,33 @@ int cmd_bench(int argc, char **argv) {
             i++;
         }
         else if (!strcmp(a, "--draft-vocab")) {
-            if (!val) return cli_fail("--draft-vocab needs FILE[:N]");
-            if (na == MAXA) return cli_fail("at most %d --draft-vocab arms", MAXA - 1);
+            if (!val) return cli_fail("--draft-vocab needs FILE[:N] or none");
+            if (na == MAXA) return cli_fail("at most %d speculative arms besides the first", MAXA - 1);
             dvs[na++] = val; i++;
+        }
+        else if (!strcmp(a, "--verify-rows-arms")) {
+            if (!val) return cli_fail("--verify-rows-arms needs R1,R2,...");
+            for (const char *q = val; *q;) {
+                char *end = NULL;
+                long r = strtol(q, &end, 10);
+                if (end == q || r < 1 || r > SPECDEC_SPEC_MAX_DEPTH || (*end && *end != ','))
+                    return cli_fail("--verify-rows-arms: '%s' is not a list of rows in 1..%d", val, SPECDEC_SPEC_MAX_DEPTH);
+                if (na == MAXA) return cli_fail("at most %d speculative arms besides the first", MAXA - 1);
+                vrs[na++] = (int)r;
+                q = *end ? end + 1 : end;
+            }
+            i++;
         }
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
         else if (!strcmp(a, "--profile-drafter")) profile = true;   /* a third arm: speculative with the step profile */
         else if (!strcmp(a, "--verify-rows")) { if (cli_int(a, val, 1, SPECDEC_SPEC_MAX_DEPTH, &v)) return 1; sp.verify_rows = (int)v; i++; }
         else return cli_fail("bench: unknown option '%s'", a);
     }
-    if (!dir || !draft || !prompts_path) return cli_fail("bench needs -m DIR, --draft and --prompts FILE");
-    if (na > 1 && strcmp(draft, "mtp")) return cli_fail("--draft-vocab needs --draft mtp");
-    if (na > 1 && profile) return cli_fail("--profile-drafter and --draft-vocab: one at a time");
+    if (!draft || !prompts_path) return cli_fail("bench needs --draft and --prompts FILE");
+    if (cli_model_dir(dir_opt, dir, sizeof dir)) return 1;
+    for (int k = 1; k < na; k++)
+        if (dvs[k] && strcmp(draft, "mtp")) return cli_fail("--draft-vocab needs --draft mtp");
+    if (na > 1 && profile) return cli_fail("--profile-drafter and --draft-vocab / --verify-rows-arms: one at a time");
     if (repeats < 5) fprintf(stderr, "specdec: warning: %d repeats (< 5): medians are weak\n", repeats);
     sp.quiet = false;
 
@@ -114,18 +138,20 @@ int cmd_bench(int argc, char **argv) {
     specdec_tokenizer *tok = NULL; specdec_model *m = NULL; specdec_ctx *ctx = NULL; specdec_drafter *drs[MAXA] = {NULL};
     specdec_drafter *dr = NULL;
     int rc = 1;
-    char tjp[1100];
+    char tjp[4200];
     snprintf(tjp, sizeof tjp, "%s/tokenizer.json", dir);
     FILE *tjf = fopen(tjp, "r");
     bool byte_ids = !tjf;   /* random test models have no tokenizer: prompt bytes become ids (byte % vocab) */
     if (tjf) fclose(tjf);
     if ((!byte_ids && specdec_tokenizer_load(dir, &tok, &err)) || cli_load_model(dir, !strcmp(draft, "mtp"), &m, &err) ||
-        specdec_ctx_init(m, &cp, &ctx, &err)) {
+        cli_gen_defaults(m, given, &gp.sampling) || specdec_ctx_init(m, &cp, &ctx, &err)) {
         rc = cli_fail_err(&err);
         goto done;
     }
     for (int k = 0; k < na; k++)
-        if (specdec_drafter_init(m, draft, &drs[k], &err) || (dvs[k] && cli_draft_vocab(drs[k], dvs[k], &err))) {
+        if (specdec_drafter_init(m, draft, &drs[k], &err) ||
+            (!dvs[k] && cli_draft_vocab_auto(drs[k], dir, NULL, dv_used, sizeof dv_used, &err)) ||   /* run's default */
+            (dvs[k] && strcmp(dvs[k], "none") && cli_draft_vocab(drs[k], dvs[k], &err))) {
             rc = cli_fail_err(&err);
             goto done;
         }
@@ -134,9 +160,11 @@ int cmd_bench(int argc, char **argv) {
      * which is easy to mistake for the whole file when reading a table. */
     char arml[MAXA][48];
     for (int k = 0; k < na; k++) {
-        if (k) snprintf(arml[k], sizeof arml[k], "dv %d", specdec_drafter_draft_vocab_size(drs[k]));
+        int dvn = specdec_drafter_draft_vocab_size(drs[k]);
+        if (vrs[k]) snprintf(arml[k], sizeof arml[k], "vr %d", vrs[k]);
+        else if (dvn) snprintf(arml[k], sizeof arml[k], "dv %d", dvn);
         else snprintf(arml[k], sizeof arml[k], "full");
-        for (int j = 1; j < k; j++)
+        for (int j = 0; j < k; j++)
             if (!strcmp(arml[j], arml[k])) { snprintf(arml[k] + strlen(arml[k]), sizeof arml[k] - strlen(arml[k]), " (arm %d)", k + 1); break; }
     }
     FILE *o = out_path ? fopen(out_path, "w") : NULL;
@@ -147,14 +175,20 @@ int cmd_bench(int argc, char **argv) {
     char bs[16];
     if (sp.block_size) snprintf(bs, sizeof bs, "%d", sp.block_size); else snprintf(bs, sizeof bs, "auto");
     P("# specdec bench: classic vs speculative (--draft %s, --block-size %s)\n\n", draft, bs);
-    P("%d tokens, temperature %g, %d prompts, %d interleaved samples per arm after a discarded warm-up, threads %d\n\n",
-      gp.max_tokens, gp.sampling.temperature, np, repeats, cp.n_threads);
+    P("%d tokens, temperature %g, %d prompts, %d interleaved samples per arm after a discarded warm-up, threads %d%s\n\n",
+      gp.max_tokens, gp.sampling.temperature, np, repeats, cp.n_threads, cp.n_threads ? "" : " (0: every online CPU)");
+    if (gp.sampling.temperature > 0)
+        P("sampling %s, top-k %d, top-p %g, min-p %g, seed %llu%s\n\n", sp.sampling == SPECDEC_SPEC_SEEDED ? "seeded" : "rejection",
+          gp.sampling.top_k, gp.sampling.top_p, gp.sampling.min_p, (unsigned long long)gp.sampling.seed, seed_fresh ? " (fresh)" : "");
     P("loadavg before: %s\n\n", la0);
     specdec_model_info mi0;
     specdec_model_get_info(m, &mi0);
-    for (int k = 0; k < na; k++)
-        P("arm %s: draft vocabulary %d of %d ids%s%s\n", arml[k], k ? specdec_drafter_draft_vocab_size(drs[k]) : mi0.vocab_size,
-          mi0.vocab_size, k ? " from " : " (full head)", k ? dvs[k] : "");
+    for (int k = 0; k < na; k++) {
+        int dvn = specdec_drafter_draft_vocab_size(drs[k]);
+        if (vrs[k]) P("arm %s: as arm %s, the verify projects at most %d rows\n", arml[k], arml[0], vrs[k]);
+        else P("arm %s: draft vocabulary %d of %d ids%s%s\n", arml[k], dvn ? dvn : mi0.vocab_size, mi0.vocab_size,
+               dvn ? " from " : " (full head)", !dvn ? "" : k ? dvs[k] : dv_used);
+    }
     P("\n");
     if (byte_ids) P("NOTE: %s has no tokenizer.json: prompt bytes were mapped to ids (byte %% vocab, at most 512): a test model.\n\n", dir);
     P("| prompt | arm | classic tok/s med [min, max] | spec tok/s med [min, max] | speedup | tau | acc by depth | draft ms/round | identical |\n");
@@ -193,7 +227,9 @@ int cmd_bench(int argc, char **argv) {
             for (int k = 0; k < na; k++) {
                 int32_t *b = NULL; int nb = 0;
                 specdec_spec_stats ss;
-                if (specdec_spec_generate(ctx, drs[k], NULL, pids, (int)npids, &gp, &sp, &b, &nb, &ss, &err)) {
+                specdec_spec_params spk = sp;
+                if (vrs[k]) spk.verify_rows = vrs[k];
+                if (specdec_spec_generate(ctx, drs[k], NULL, pids, (int)npids, &gp, &spk, &b, &nb, &ss, &err)) {
                     rc = cli_fail_err(&err); free(a); free(pids); goto done;
                 }
                 if (exact_mode) {
@@ -276,9 +312,15 @@ int cmd_bench(int argc, char **argv) {
     if (wide) P("\nNOTE: some arms spread wider than 5%% (min..max over the median): treat those rows with care.\n");
     if (mismatched) P("\n%d prompt/arm row(s): speculative output DIFFERS from classic at temperature 0: no comparison printed for them.\n", mismatched);
     if (refused) P("\n%d prompt/arm row(s) refused: the speculative arm's counters did not move.\n", refused);
-    int ncmp = 0;
+    int ncmp = 0, apart = 0;
     for (int k = 0; k < na; k++) {
         if (nsp[k] == 0) continue;
+        if (vrs[k] && proj_all[k] == proj_all[0]) {   /* the guard: the cap must have changed what was projected */
+            P("\narm %s: REFUSED: it projected as many verify rows as arm %s (%lld): the cap did not bind\n", arml[k], arml[0],
+              (long long)proj_all[k]);
+            apart++;
+            continue;
+        }
         ncmp++;
         double smed_all = median(speedups[k], nsp[k]);   /* sorts speedups */
         P("\n%s%s%smedian speedup over %d prompts: %.3f (min %.3f, max %.3f); mean of per-prompt median tau %.2f; "
@@ -287,12 +329,12 @@ int cmd_bench(int argc, char **argv) {
           dms_sum[k] / tau_n[k]);
         for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH && dad[k][j]; j++) P(" %.2f", (double)aad[k][j] / (double)dad[k][j]);
         P("; verify rows projected per round %.2f%s\n", rounds_all[k] ? (double)proj_all[k] / (double)rounds_all[k] : 0.0,
-          sp.verify_rows ? " (--verify-rows caps them)" : "");
+          (vrs[k] ? vrs[k] : sp.verify_rows) ? " (capped)" : "");
     }
     if (ncmp == 0) P("\nno comparison: no prompt passed the guards\n");
 #undef P
     if (o) fclose(o);
-    rc = (mismatched || ncmp < na) ? 1 : 0;
+    rc = (mismatched || apart || ncmp < na) ? 1 : 0;
 done:
     for (int i = 0; i < np; i++) free(texts[i]);
     for (int k = 0; k < na; k++) specdec_drafter_free(drs[k]);

@@ -39,7 +39,8 @@ int cmd_inflate(int argc, char **argv) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int k = -1;
         for (int j = 0; j < 5; j++) if (!strcmp(a, dim_opt[j])) k = j;
-        if (k >= 0) { if (cli_int(a, val, 1, 1 << 20, &v)) return 1; dims[k] = (int)v; i++; }
+        if (cli_is_help(a)) return cli_usage("inflate");
+        else if (k >= 0) { if (cli_int(a, val, 1, 1 << 20, &v)) return 1; dims[k] = (int)v; i++; }
         else if (!strcmp(a, "--shape")) { if (!val) return cli_fail("--shape needs qwen3-1.7b, qwen3-8b or qwen3-32b"); shape = val; i++; }
         else if (!strcmp(a, "--tied")) tie = SPECDEC_INFLATE_TIED;
         else if (!strcmp(a, "--untied")) tie = SPECDEC_INFLATE_UNTIED;
@@ -50,11 +51,11 @@ int cmd_inflate(int argc, char **argv) {
             i++;
         }
         else if (!strcmp(a, "--seed")) {
-            if (!val) return cli_fail("--seed needs a value");
-            char *end;
-            unsigned long long s = strtoull(val, &end, 10);
-            if (*end || end == val) return cli_fail("--seed: '%s' is not an unsigned integer", val);
-            ip.seed = s; i++;
+            bool fresh;
+            if (cli_seed(a, val, &ip.seed, &fresh)) return 1;
+            /* the fill seed names the output's bytes: a random one would make them unrepeatable */
+            if (fresh) return cli_fail("inflate --seed: -1 (a fresh seed) is not taken here; give the fill seed");
+            i++;
         }
         else if (!strcmp(a, "--bits")) { if (cli_int(a, val, 4, 8, &v)) return 1; ip.bits = (int)v; i++; }
         else if (!strcmp(a, "--group-size")) { if (cli_int(a, val, 32, 128, &v)) return 1; ip.group_size = (int)v; i++; }

@@ -3,18 +3,20 @@
 #include <string.h>
 
 int cmd_info(int argc, char **argv) {
-    const char *dir = NULL, *backend = "auto";
+    const char *dir_opt = NULL, *backend = "auto";
+    char dir[4096];
     long threads = 0, device = 0, tp = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-m") && val) dir = argv[++i];
+        if (cli_is_help(a)) return cli_usage("info");
+        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir_opt = val; i++; }
         else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name"); backend = val; i++; }
         else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &threads)) return 1; i++; }
         else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &device)) return 1; i++; }
         else if (!strcmp(a, "--tp")) { if (cli_int(a, val, 1, 8, &tp)) return 1; i++; }
         else return cli_fail("info: unknown option '%s'", a);
     }
-    if (!dir) return cli_fail("info needs -m DIR");
+    if (cli_model_dir(dir_opt, dir, sizeof dir)) return 1;
     specdec_err err = {0};
     if (specdec_cpu_kernels_check(&err)) return cli_fail_err(&err);
     const char *kernels = specdec_cpu_kernels();
@@ -48,9 +50,24 @@ int cmd_info(int argc, char **argv) {
         printf("tensor parallel:   %s\n", plan);
     }
     printf("cpu kernels:       %s (SPECDEC_SIMD overrides)\n", kernels);
+    specdec_generation_config g;
+    specdec_model_generation_config(m, &g);
     printf("eos ids:          ");
     for (int i = 0; i < in.n_eos; i++) printf(" %d", in.eos_ids[i]);
+    if (g.n_eos) {
+        printf(" (config.json) +");
+        for (int i = 0; i < g.n_eos; i++) printf(" %d", g.eos_ids[i]);
+        printf(" (generation_config.json)");
+    }
     printf("\n");
+    /* each sampling default and where it came from; run's options override any of them */
+    const char *lib = "library default", *file = g.present ? "generation_config.json" : lib;
+    printf("sampling defaults: temperature %g (%s%s), top_k %d (%s), top_p %g (%s), min_p %g (%s)\n",
+           g.sampling.temperature, g.from_file[SPECDEC_GEN_TEMPERATURE] ? file : lib,
+           g.greedy_by_do_sample ? ": do_sample false, greedy" : "",
+           g.sampling.top_k, g.from_file[SPECDEC_GEN_TOP_K] ? file : lib,
+           g.sampling.top_p, g.from_file[SPECDEC_GEN_TOP_P] ? file : lib,
+           g.sampling.min_p, g.from_file[SPECDEC_GEN_MIN_P] ? file : lib);
     specdec_model_free(m);
     return 0;
 }

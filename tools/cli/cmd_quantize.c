@@ -15,7 +15,8 @@ int cmd_quantize(int argc, char **argv) {
     long v;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--bits")) { if (cli_int(a, val, 4, 8, &v)) return 1; qp.bits = (int)v; i++; }
+        if (cli_is_help(a)) return cli_usage("quantize");
+        else if (!strcmp(a, "--bits")) { if (cli_int(a, val, 4, 8, &v)) return 1; qp.bits = (int)v; i++; }
         else if (!strcmp(a, "--group-size")) { if (cli_int(a, val, 32, 128, &v)) return 1; qp.group_size = (int)v; i++; }
         else if (!strcmp(a, "--shard-mb")) { if (cli_int(a, val, 1, 1 << 20, &v)) return 1; qp.max_shard_bytes = (uint64_t)v << 20; i++; }
         else if (!strcmp(a, "--quantize-mtp")) qp.quantize_mtp = true;

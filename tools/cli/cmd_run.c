@@ -1,7 +1,8 @@
 /* cmd_run.c: `specdec run`: generate text from a prompt, streaming it to stdout, with a stats
  * line on stderr. With --draft mtp|model:DIR|ngram it decodes speculatively (same output at
  * temperature 0 / in seeded mode) and adds a [spec] summary line (and --stats-json FILE).
- * --ids-out FILE writes the generated token ids as a JSON array. */
+ * --ids-out FILE writes the generated token ids as a JSON array. Sampling options not given take
+ * the model's generation_config.json defaults (then the library's). */
 #include "cli.h"
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,9 @@ static bool write_text(const char *s, size_t n, void *user) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *dir = NULL, *prompt = NULL;
+    const char *dir_opt = NULL, *prompt = NULL, *prompt_file = NULL;
+    char dir[4096];
+    bool seed_fresh = false, given[SPECDEC_GEN_N_KEYS] = {false};
     const char *stops[16]; int n_stop = 0;
     specdec_gen_params gp = specdec_gen_default_params();
     specdec_ctx_params cp = specdec_ctx_default_params();
@@ -23,19 +26,16 @@ int cmd_run(int argc, char **argv) {
     long v; double d;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir = val; i++; }
+        if (cli_is_help(a)) return cli_usage("run");
+        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir_opt = val; i++; }
         else if (!strcmp(a, "-p")) { if (!val) return cli_fail("-p needs text"); prompt = val; i++; }
+        else if (!strcmp(a, "-f")) { if (!val) return cli_fail("-f needs a file (or - for stdin)"); prompt_file = val; i++; }
         else if (!strcmp(a, "-n")) { if (cli_int(a, val, 0, 1 << 30, &v)) return 1; gp.max_tokens = (int)v; i++; }
-        else if (!strcmp(a, "--temp")) { if (cli_float(a, val, 0, 100, &d)) return 1; gp.sampling.temperature = (float)d; i++; }
-        else if (!strcmp(a, "--top-k")) { if (cli_int(a, val, 0, 1 << 24, &v)) return 1; gp.sampling.top_k = (int)v; i++; }
-        else if (!strcmp(a, "--top-p")) { if (cli_float(a, val, 0, 1, &d)) return 1; gp.sampling.top_p = (float)d; i++; }
-        else if (!strcmp(a, "--min-p")) { if (cli_float(a, val, 0, 1, &d)) return 1; gp.sampling.min_p = (float)d; i++; }
-        else if (!strcmp(a, "--seed")) {
-            if (!val) return cli_fail("--seed needs a value");
-            char *end; unsigned long long s = strtoull(val, &end, 10);
-            if (*end || end == val) return cli_fail("--seed: '%s' is not an unsigned integer", val);
-            gp.sampling.seed = s; i++;
-        }
+        else if (!strcmp(a, "--temp")) { if (cli_float(a, val, 0, 100, &d)) return 1; gp.sampling.temperature = (float)d; given[SPECDEC_GEN_TEMPERATURE] = true; i++; }
+        else if (!strcmp(a, "--top-k")) { if (cli_int(a, val, 0, 1 << 24, &v)) return 1; gp.sampling.top_k = (int)v; given[SPECDEC_GEN_TOP_K] = true; i++; }
+        else if (!strcmp(a, "--top-p")) { if (cli_float(a, val, 0, 1, &d)) return 1; gp.sampling.top_p = (float)d; given[SPECDEC_GEN_TOP_P] = true; i++; }
+        else if (!strcmp(a, "--min-p")) { if (cli_float(a, val, 0, 1, &d)) return 1; gp.sampling.min_p = (float)d; given[SPECDEC_GEN_MIN_P] = true; i++; }
+        else if (!strcmp(a, "--seed")) { if (cli_seed(a, val, &gp.sampling.seed, &seed_fresh)) return 1; i++; }
         else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
         else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
         else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
@@ -70,8 +70,13 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--ids-out")) { if (!val) return cli_fail("--ids-out needs a file"); ids_out = val; i++; }
         else return cli_fail("run: unknown option '%s'", a);
     }
-    if (!dir || !prompt) return cli_fail("run needs -m DIR and -p TEXT");
+    if (!prompt == !prompt_file) return cli_fail("run needs the prompt: -p TEXT, -f FILE or -f - (stdin), one of them");
     if (dvocab && (!draft || strcmp(draft, "mtp"))) return cli_fail("--draft-vocab needs --draft mtp");
+    if (cli_model_dir(dir_opt, dir, sizeof dir)) return 1;
+    /* output files are checked before anything loads: a typo costs nothing */
+    if ((stats_json && cli_check_out("--stats-json", stats_json)) || (ids_out && cli_check_out("--ids-out", ids_out))) return 1;
+    char *prompt_buf = NULL;
+    if (prompt_file) { if (cli_read_prompt(prompt_file, &prompt_buf)) return 1; prompt = prompt_buf; }
     gp.stop = stops; gp.n_stop = n_stop;
     bool wrote = false;
     gp.on_text = write_text;
@@ -89,6 +94,7 @@ int cmd_run(int argc, char **argv) {
     if (specdec_tokenizer_load(dir, &tok, &err) ||
         specdec_tokenize(tok, prompt, strlen(prompt), &ids, &n_ids, &err) ||
         cli_load_model(dir, draft && !strcmp(draft, "mtp"), &m, &err) ||
+        cli_gen_defaults(m, given, &gp.sampling) ||
         specdec_ctx_init(m, &cp, &ctx, &err) ||
         (draft && specdec_drafter_init(m, draft, &dr, &err)) ||
         cli_draft_vocab_auto(dr, dir, dvocab, dv_used, sizeof dv_used, &err)) {
@@ -107,10 +113,12 @@ int cmd_run(int argc, char **argv) {
     }
     fputc('\n', stdout);
     fflush(stdout);   /* the text's last line before the stats on stderr, on a terminal too */
-    static const char *reasons[] = {"budget", "eos", "stop-string", "cancelled", "context-full"};
-    fprintf(stderr, "[stats] prompt %d tokens, prefill %.1f tok/s (%.1f ms), generated %d tokens, decode %.2f tok/s (%.2f ms/token), stop: %s\n",
+    char seed_s[64] = "";
+    if (gp.sampling.temperature > 0 || seed_fresh)
+        snprintf(seed_s, sizeof seed_s, ", seed %llu%s", (unsigned long long)st.seed, seed_fresh ? " (fresh)" : "");
+    fprintf(stderr, "[stats] prompt %d tokens, prefill %.1f tok/s (%.1f ms), generated %d tokens, decode %.2f tok/s (%.2f ms/token), stop: %s%s\n",
             st.prompt_tokens, st.prefill_tok_s, st.prefill_ms, st.generated_tokens, st.decode_tok_s,
-            st.decode_tok_s > 0 ? 1e3 / st.decode_tok_s : 0.0, reasons[st.stop_reason]);
+            st.decode_tok_s > 0 ? 1e3 / st.decode_tok_s : 0.0, specdec_stop_reason_name(st.stop_reason), seed_s);
     {
         specdec_backend_stats bs;
         specdec_ctx_backend_stats(ctx, &bs);
@@ -147,6 +155,7 @@ int cmd_run(int argc, char **argv) {
     }
     rc = 0;
 done:
+    free(prompt_buf);
     free(ids);
     free(gen);
     specdec_drafter_free(dr);

@@ -46,13 +46,16 @@ static void print_row(int i, int32_t id, const float *l, int V, int top) {
 }
 
 int cmd_score(int argc, char **argv) {
-    const char *dir = NULL, *prompt = NULL, *ids_arg = NULL;
+    const char *dir_opt = NULL, *prompt = NULL, *prompt_file = NULL, *ids_arg = NULL;
+    char dir[4096];
     specdec_ctx_params cp = specdec_ctx_default_params();
     long v, top = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir = val; i++; }
+        if (cli_is_help(a)) return cli_usage("score");
+        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir_opt = val; i++; }
         else if (!strcmp(a, "-p")) { if (!val) return cli_fail("-p needs text"); prompt = val; i++; }
+        else if (!strcmp(a, "-f")) { if (!val) return cli_fail("-f needs a file (or - for stdin)"); prompt_file = val; i++; }
         else if (!strcmp(a, "--ids")) { if (!val) return cli_fail("--ids needs a JSON array or @FILE"); ids_arg = val; i++; }
         else if (!strcmp(a, "--top")) { if (cli_int(a, val, 1, 64, &top)) return 1; i++; }
         else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
@@ -64,10 +67,13 @@ int cmd_score(int argc, char **argv) {
         else if (cli_is_tp_opt(a)) { if (cli_tp_opt(a, val, &cp)) return 1; i++; }
         else return cli_fail("score: unknown option '%s'", a);
     }
-    if (!dir || !prompt || !ids_arg) return cli_fail("score needs -m DIR, -p TEXT and --ids JSON|@FILE");
+    if (!prompt == !prompt_file || !ids_arg) return cli_fail("score needs the prompt (-p TEXT, -f FILE or -f -) and --ids JSON|@FILE");
+    if (cli_model_dir(dir_opt, dir, sizeof dir)) return 1;
     int32_t *cont = NULL, *seq = NULL;
     int n_cont = 0;
     if (parse_ids(ids_arg, &cont, &n_cont)) return 1;
+    char *prompt_buf = NULL;
+    if (prompt_file) { if (cli_read_prompt(prompt_file, &prompt_buf)) { free(cont); return 1; } prompt = prompt_buf; }
     specdec_err err = {0};
     specdec_tokenizer *tok = NULL;
     specdec_model *m = NULL;
@@ -104,7 +110,7 @@ int cmd_score(int argc, char **argv) {
     }
     rc = 0;
 done:
-    free(cont); free(seq); free(pids); free(logits);
+    free(cont); free(seq); free(pids); free(logits); free(prompt_buf);
     specdec_ctx_free(ctx);
     specdec_model_free(m);
     specdec_tokenizer_free(tok);

@@ -6,18 +6,24 @@
 #include <string.h>
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *dir = NULL, *text = NULL;
+    const char *dir_opt = NULL, *text = NULL, *text_file = NULL;
+    char dir[4096];
     bool decode = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-m") && i + 1 < argc) dir = argv[++i];
+        if (cli_is_help(argv[i])) return cli_usage("tokenize");
+        else if (!strcmp(argv[i], "-m") && i + 1 < argc) dir_opt = argv[++i];
         else if (!strcmp(argv[i], "-p") && i + 1 < argc) text = argv[++i];
+        else if (!strcmp(argv[i], "-f") && i + 1 < argc) text_file = argv[++i];
         else if (!strcmp(argv[i], "--decode")) decode = true;
         else return cli_fail("tokenize: unknown option '%s'", argv[i]);
     }
-    if (!dir || !text) return cli_fail("tokenize needs -m DIR and -p TEXT");
+    if (!text == !text_file) return cli_fail("tokenize needs the text: -p TEXT, -f FILE or -f - (stdin), one of them");
+    if (cli_model_dir(dir_opt, dir, sizeof dir)) return 1;
+    char *text_buf = NULL;
+    if (text_file) { if (cli_read_prompt(text_file, &text_buf)) return 1; text = text_buf; }
     specdec_err err = {0};
     specdec_tokenizer *tok = NULL;
-    if (specdec_tokenizer_load(dir, &tok, &err)) return cli_fail_err(&err);
+    if (specdec_tokenizer_load(dir, &tok, &err)) { free(text_buf); return cli_fail_err(&err); }
     int rc = 0;
     if (!decode) {
         int32_t *ids; size_t n;
@@ -56,5 +62,6 @@ int cmd_tokenize(int argc, char **argv) {
         json_decref(arr);
     }
     specdec_tokenizer_free(tok);
+    free(text_buf);
     return rc;
 }

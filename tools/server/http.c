@@ -21,6 +21,11 @@ typedef struct conn_state {
     bool too_big;
     uint64_t discarded;       /* body bytes thrown away past the cap */
     srv_job *job;             /* our reference while the handler waits on it */
+    bool submitted;           /* a job went to the worker: the worker writes the request's log line */
+    int status;               /* the status sent, for the log line */
+    double t0_ms;             /* arrival, monotonic */
+    char method[16];
+    char path[128];
 } conn_state;
 
 /* A streaming response's state: the job and the socket to watch. */
@@ -61,8 +66,10 @@ static bool ct_equal(const char *a, const char *b) {
     return diff == 0;
 }
 
-static enum MHD_Result send_body(srv_server *s, struct MHD_Connection *c, int ep, int status,
+static enum MHD_Result send_body(srv_server *s, struct MHD_Connection *c, conn_state *cs, int status,
                                  const char *ctype, char *body, size_t len, const char *retry_after) {
+    int ep = cs->endpoint;
+    cs->status = status;
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!r) { free(body); return MHD_NO; }
     MHD_add_response_header(r, "Content-Type", ctype);
@@ -75,14 +82,14 @@ static enum MHD_Result send_body(srv_server *s, struct MHD_Connection *c, int ep
     return ret;
 }
 
-static enum MHD_Result send_json(srv_server *s, struct MHD_Connection *c, int ep, int status, srv_buf *b) {
+static enum MHD_Result send_json(srv_server *s, struct MHD_Connection *c, conn_state *cs, int status, srv_buf *b) {
     if (!b->p) return MHD_NO;
     char *p = b->p; size_t n = b->len;
     b->p = NULL; b->len = b->cap = 0;
-    return send_body(s, c, ep, status, "application/json", p, n, NULL);
+    return send_body(s, c, cs, status, "application/json", p, n, NULL);
 }
 
-static enum MHD_Result send_error(srv_server *s, struct MHD_Connection *c, int ep, const srv_error *e) {
+static enum MHD_Result send_error(srv_server *s, struct MHD_Connection *c, conn_state *cs, const srv_error *e) {
     srv_buf b = {0};
     srv_buf_add(&b, "{\"error\":{\"message\":\"", 21);
     srv_buf_add_json_string(&b, e->message, strlen(e->message));
@@ -93,24 +100,24 @@ static enum MHD_Result send_error(srv_server *s, struct MHD_Connection *c, int e
     else srv_buf_add(&b, ",\"code\":null}}\n", 15);
     if (!b.p) return MHD_NO;
     int http = e->http ? e->http : 500;
-    return send_body(s, c, ep, http, "application/json", b.p, b.len, http == 503 ? "1" : NULL);
+    return send_body(s, c, cs, http, "application/json", b.p, b.len, http == 503 ? "1" : NULL);
 }
 
-static enum MHD_Result fail(srv_server *s, struct MHD_Connection *c, int ep, int http, const char *type,
+static enum MHD_Result fail(srv_server *s, struct MHD_Connection *c, conn_state *cs, int http, const char *type,
                             const char *code, const char *msg) {
     srv_error e;
     srv_error_set(&e, http, type, NULL, code, "%s", msg);
-    return send_error(s, c, ep, &e);
+    return send_error(s, c, cs, &e);
 }
 
 /* ---- GET endpoints ----------------------------------------------------------------- */
 
-static enum MHD_Result get_models(srv_server *s, struct MHD_Connection *c, const char *one) {
+static enum MHD_Result get_models(srv_server *s, struct MHD_Connection *c, conn_state *cs, const char *one) {
     srv_buf b = {0};
     if (one && strcmp(one, s->model_name) != 0) {
         srv_error e;
         srv_error_set(&e, 404, "invalid_request_error", "model", "model_not_found", "The model '%s' does not exist", one);
-        return send_error(s, c, SRV_EP_MODELS, &e);
+        return send_error(s, c, cs, &e);
     }
     if (!one) srv_buf_add(&b, "{\"object\":\"list\",\"data\":[", 25);
     srv_buf_add(&b, "{\"id\":\"", 7);
@@ -121,10 +128,10 @@ static enum MHD_Result get_models(srv_server *s, struct MHD_Connection *c, const
                  s->info.mtp_layers, s->tpl_problem ? "false" : "true");
     if (!one) srv_buf_add(&b, "]}", 2);
     srv_buf_add(&b, "\n", 1);
-    return send_json(s, c, SRV_EP_MODELS, 200, &b);
+    return send_json(s, c, cs, 200, &b);
 }
 
-static enum MHD_Result get_health(srv_server *s, struct MHD_Connection *c) {
+static enum MHD_Result get_health(srv_server *s, struct MHD_Connection *c, conn_state *cs) {
     pthread_mutex_lock(&s->qmu);
     int q = s->q_len, busy = s->busy;
     pthread_mutex_unlock(&s->qmu);
@@ -132,13 +139,13 @@ static enum MHD_Result get_health(srv_server *s, struct MHD_Connection *c) {
     srv_buf_addf(&b, "{\"status\":\"ok\",\"model\":\"");
     srv_buf_add_json_string(&b, s->model_name, strlen(s->model_name));
     srv_buf_addf(&b, "\",\"busy\":%s,\"queue\":%d,\"queue_capacity\":%d}\n", busy ? "true" : "false", q, s->queue_cap);
-    return send_json(s, c, SRV_EP_HEALTH, 200, &b);
+    return send_json(s, c, cs, 200, &b);
 }
 
-static enum MHD_Result get_metrics(srv_server *s, struct MHD_Connection *c) {
+static enum MHD_Result get_metrics(srv_server *s, struct MHD_Connection *c, conn_state *cs) {
     char *t = srv_metrics_render(s);
-    if (!t) return fail(s, c, SRV_EP_METRICS, 500, "server_error", NULL, "out of memory");
-    return send_body(s, c, SRV_EP_METRICS, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), NULL);
+    if (!t) return fail(s, c, cs, 500, "server_error", NULL, "out of memory");
+    return send_body(s, c, cs, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), NULL);
 }
 
 /* ---- generation -------------------------------------------------------------------- */
@@ -200,8 +207,16 @@ static void stream_free(void *cls) {
     free(ss);
 }
 
-static enum MHD_Result answer_done(srv_server *s, struct MHD_Connection *c, int ep, srv_job *j) {
-    if (j->err.http) return send_error(s, c, ep, &j->err);
+/* The seed used, so a client can reproduce a sampled text (also in the body's "specdec"). */
+static void add_seed_header(struct MHD_Response *r, const srv_job *j) {
+    char v[24];
+    snprintf(v, sizeof v, "%llu", (unsigned long long)j->req.sampling.seed);
+    MHD_add_response_header(r, "x-specdec-seed", v);
+}
+
+static enum MHD_Result answer_done(srv_server *s, struct MHD_Connection *c, conn_state *cs, srv_job *j) {
+    int ep = cs->endpoint;
+    if (j->err.http) return send_error(s, c, cs, &j->err);
     bool chat = ep == SRV_EP_CHAT;
     srv_buf b = {0};
     srv_buf_addf(&b, "{\"id\":\"%s%s\",\"object\":\"%s\",\"created\":%lld,\"model\":\"", chat ? "chatcmpl-" : "cmpl-", j->id,
@@ -215,7 +230,16 @@ static enum MHD_Result answer_done(srv_server *s, struct MHD_Connection *c, int 
                  j->stats.prompt_tokens, j->stats.generated_tokens, j->stats.prompt_tokens + j->stats.generated_tokens);
     srv_add_spec_json(&b, j);
     srv_buf_add(&b, "}\n", 2);
-    return send_json(s, c, ep, 200, &b);
+    if (!b.p) return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(b.len, b.p, MHD_RESPMEM_MUST_FREE);
+    if (!r) { srv_buf_free(&b); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    add_seed_header(r, j);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    cs->status = 200;
+    srv_metrics_request(&s->metrics, ep, 200);
+    return ret;
 }
 
 static enum MHD_Result handle_generation(srv_server *s, struct MHD_Connection *c, conn_state *cs) {
@@ -223,20 +247,26 @@ static enum MHD_Result handle_generation(srv_server *s, struct MHD_Connection *c
     srv_request req;
     srv_error e;
     memset(&e, 0, sizeof e);
-    if (!srv_parse_request(s, ep, cs->body.p ? cs->body.p : "", cs->body.len, &req, &e)) return send_error(s, c, ep, &e);
+    if (!srv_parse_request(s, ep, cs->body.p ? cs->body.p : "", cs->body.len, &req, &e)) return send_error(s, c, cs, &e);
     srv_job *j = srv_job_new(s);
-    if (!j) { srv_request_free(&req); return fail(s, c, ep, 500, "server_error", NULL, "out of memory"); }
+    if (!j) { srv_request_free(&req); return fail(s, c, cs, 500, "server_error", NULL, "out of memory"); }
     j->req = req;
+    j->t_arrive_ms = cs->t0_ms;      /* queue wait and TTFT count from the request's arrival */
     cs->job = j;
-    if (!srv_submit(s, j))
-        return fail(s, c, ep, 503, "server_error", "server_busy", "the server is busy (queue full); retry later");
+    if (!srv_submit(s, j)) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the server is busy: %d requests are already waiting (--queue %d); retry later",
+                 s->queue_cap, s->queue_cap);
+        return fail(s, c, cs, 503, "server_error", "server_busy", msg);
+    }
+    cs->submitted = true;
     /* generation may outlast the idle timeout meant for slow clients */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)(s->timeout_s + 30));
     int fd = conn_fd(c);
     if (!wait_phase(j, j->req.stream ? SRV_JOB_RUNNING : SRV_JOB_DONE, fd)) return MHD_NO;   /* client gone */
-    if (j->phase == SRV_JOB_DONE && (j->err.http || !j->req.stream)) return answer_done(s, c, ep, j);
+    if (j->phase == SRV_JOB_DONE && (j->err.http || !j->req.stream)) return answer_done(s, c, cs, j);
     stream_state *ss = malloc(sizeof *ss);
-    if (!ss) { j->cancel = 1; return fail(s, c, ep, 500, "server_error", NULL, "out of memory"); }
+    if (!ss) { j->cancel = 1; return fail(s, c, cs, 500, "server_error", NULL, "out of memory"); }
     ss->job = j; ss->fd = fd;
     cs->job = NULL;                           /* the reference moves to the response */
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, ss, stream_free);
@@ -244,6 +274,7 @@ static enum MHD_Result handle_generation(srv_server *s, struct MHD_Connection *c
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    add_seed_header(r, j);
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     srv_metrics_request(&s->metrics, ep, 200);
@@ -261,6 +292,14 @@ static int route(const char *url) {
     return SRV_EP_OTHER;
 }
 
+/* Bytes of the request line and headers as received (name, ": ", value, CRLF each). */
+typedef struct hdr_sum { size_t bytes; } hdr_sum;
+static enum MHD_Result add_header_len(void *cls, enum MHD_ValueKind kind, const char *k, const char *v) {
+    (void)kind;
+    ((hdr_sum *)cls)->bytes += strlen(k) + (v ? strlen(v) : 0) + 4;
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     srv_server *s = cls;
@@ -270,20 +309,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cs = calloc(1, sizeof *cs);
         if (!cs) return MHD_NO;
         *con_cls = cs;
+        cs->t0_ms = srv_now_ms();
+        snprintf(cs->method, sizeof cs->method, "%s", method);
+        snprintf(cs->path, sizeof cs->path, "%s", url);
         cs->endpoint = route(url);
         cs->is_post = !strcmp(method, "POST");
         int ep = cs->endpoint;
+        /* --max-header-bytes: MHD's own cap (its memory pool) is set above ours, so a request
+         * between the two gets this JSON error instead of MHD's bare page */
+        hdr_sum hs = {strlen(method) + strlen(url) + strlen(version) + 4};
+        MHD_get_connection_values(c, MHD_HEADER_KIND, add_header_len, &hs);
+        if (hs.bytes > s->max_header) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "the request line and headers are %zu bytes; at most %zu (--max-header-bytes)",
+                     hs.bytes, s->max_header);
+            return fail(s, c, cs, 431, "invalid_request_error", "headers_too_large", msg);
+        }
         if (ep == SRV_EP_OTHER)
-            return fail(s, c, ep, 404, "invalid_request_error", "not_found", "no such endpoint");
+            return fail(s, c, cs, 404, "invalid_request_error", "not_found", "no such endpoint");
         bool want_post = ep == SRV_EP_COMPLETIONS || ep == SRV_EP_CHAT;
         bool is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
         if (want_post ? !cs->is_post : !is_get)
-            return fail(s, c, ep, 405, "invalid_request_error", "method_not_allowed", want_post ? "use POST" : "use GET");
+            return fail(s, c, cs, 405, "invalid_request_error", "method_not_allowed", want_post ? "use POST" : "use GET");
         if (s->api_key && ep != SRV_EP_HEALTH) {
             const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
             bool ok = h && !strncmp(h, "Bearer ", 7) && ct_equal(h + 7, s->api_key);
             if (!ok)
-                return fail(s, c, ep, 401, "invalid_request_error", "invalid_api_key",
+                return fail(s, c, cs, 401, "invalid_request_error", "invalid_api_key",
                             h ? "Incorrect API key provided" : "Missing bearer token (Authorization: Bearer KEY)");
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -292,8 +344,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             unsigned long long n = strtoull(cl, &end, 10);
             if (end == cl || *end || n > s->max_body) {
                 char msg[128];
-                snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->max_body);
-                return fail(s, c, ep, 413, "invalid_request_error", "body_too_large", msg);
+                snprintf(msg, sizeof msg, "the request body is larger than %zu bytes (--max-body)", s->max_body);
+                return fail(s, c, cs, 413, "invalid_request_error", "body_too_large", msg);
             }
         }
         return MHD_YES;
@@ -313,13 +365,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (cs->too_big) {
         char msg[128];
-        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->max_body);
-        return fail(s, c, cs->endpoint, 413, "invalid_request_error", "body_too_large", msg);
+        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes (--max-body)", s->max_body);
+        return fail(s, c, cs, 413, "invalid_request_error", "body_too_large", msg);
     }
     switch (cs->endpoint) {
-    case SRV_EP_HEALTH: return get_health(s, c);
-    case SRV_EP_METRICS: return get_metrics(s, c);
-    case SRV_EP_MODELS: return get_models(s, c, strlen(url) > 11 ? url + 11 : NULL);
+    case SRV_EP_HEALTH: return get_health(s, c, cs);
+    case SRV_EP_METRICS: return get_metrics(s, c, cs);
+    case SRV_EP_MODELS: return get_models(s, c, cs, strlen(url) > 11 ? url + 11 : NULL);
     default: return handle_generation(s, c, cs);
     }
 }
@@ -327,6 +379,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     conn_state *cs = *con_cls;
     if (!cs) return;
+    if (!cs->submitted) {
+        /* answered here without the worker (GETs, refusals): this is the request's log line */
+        srv_reqlog r;
+        memset(&r, 0, sizeof r);
+        r.method = cs->method;
+        r.path = cs->path;
+        r.status = cs->status ? cs->status : 499;    /* no answer queued: the client left first */
+        r.ms = srv_now_ms() - cs->t0_ms;
+        srv_log_request(&r);
+    }
     if (cs->job) {
         cancel_job(cs->job);
         srv_job_release(cs->job);
@@ -337,8 +399,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 }
 
 static void on_log(void *cls, const char *fmt, va_list ap) {
-    fputs("specdec serve: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    (void)cls;
+    srv_logv("warning", fmt, ap);
 }
 
 struct MHD_Daemon *srv_http_start(srv_server *s, const char *host, int port, char *why, size_t why_len) {
@@ -357,8 +419,10 @@ struct MHD_Daemon *srv_http_start(srv_server *s, const char *host, int port, cha
         MHD_OPTION_EXTERNAL_LOGGER, on_log, s,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(64 + s->queue_cap),
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)15,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->idle_timeout_s,
+        /* the per-connection pool holds the headers and the read buffer: leave room above
+         * --max-header-bytes so our 431 (JSON) answers first */
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(2 * s->max_header + 32 * 1024),
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_END);
     freeaddrinfo(ai);

@@ -8,6 +8,32 @@
 static const char *ep_names[SRV_EP_COUNT] = {"/v1/completions", "/v1/chat/completions", "/v1/models",
                                              "/health", "/metrics", "other"};
 
+/* Upper bounds in seconds: 1 ms to 30 s covers a token on a small model up to a long prompt
+ * waiting behind a full queue. */
+static const double hist_bounds[SRV_HIST_N] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                               0.25, 0.5, 1, 2.5, 5, 10, 30};
+
+void srv_hist_observe(srv_hist *h, double seconds) {
+    if (!(seconds >= 0)) seconds = 0;      /* a clock step never makes a negative duration */
+    int i = 0;
+    while (i < SRV_HIST_N && seconds > hist_bounds[i]) i++;
+    h->bucket[i]++;                        /* stored per bucket; rendered cumulative */
+    h->count++;
+    h->sum += seconds;
+}
+
+static bool render_hist(srv_buf *b, const char *name, const char *help, const srv_hist *h) {
+    bool ok = srv_buf_addf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < SRV_HIST_N; i++) {
+        cum += h->bucket[i];
+        ok = ok && srv_buf_addf(b, "%s_bucket{le=\"%g\"} %llu\n", name, hist_bounds[i], (unsigned long long)cum);
+    }
+    cum += h->bucket[SRV_HIST_N];
+    return ok && srv_buf_addf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+                              (unsigned long long)cum, name, h->sum, name, (unsigned long long)h->count);
+}
+
 void srv_metrics_init(srv_metrics *m) {
     memset(m, 0, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
@@ -28,6 +54,17 @@ void srv_metrics_request(srv_metrics *m, int ep, int code) {
 
 void srv_metrics_generation(srv_metrics *m, const srv_job *j) {
     pthread_mutex_lock(&m->mu);
+    /* latencies: every job the worker took has a queue wait and an end; TTFT when text came;
+     * time per output token when at least two tokens came (the first one's time is TTFT) */
+    if (j->t_start_ms > 0) {
+        srv_hist_observe(&m->queue_wait, (j->t_start_ms - j->t_arrive_ms) / 1e3);
+        srv_hist_observe(&m->e2e, (j->t_end_ms - j->t_arrive_ms) / 1e3);
+    }
+    if (j->t_first_ms > 0) {
+        srv_hist_observe(&m->ttft, (j->t_first_ms - j->t_arrive_ms) / 1e3);
+        if (j->stats.generated_tokens >= 2)
+            srv_hist_observe(&m->tpot, (j->t_end_ms - j->t_first_ms) / 1e3 / (j->stats.generated_tokens - 1));
+    }
     if (j->cancel && !j->timed_out) m->cancelled++;
     if (j->timed_out) m->timed_out++;
     if (!j->err.http || j->stats.generated_tokens > 0) {
@@ -115,6 +152,12 @@ char *srv_metrics_render(srv_server *s) {
         (unsigned long long)m->spec_rounds, (unsigned long long)m->spec_drafted, (unsigned long long)m->spec_accepted,
         m->spec_drafted ? (double)m->spec_accepted / (double)m->spec_drafted : 0.0, m->last_tau, m->probe_verdict,
         (long long)(time(NULL) - s->started));
+    ok = ok && render_hist(&b, "specdec_queue_wait_seconds", "Time from a request's arrival until the worker took it.", &m->queue_wait);
+    ok = ok && render_hist(&b, "specdec_time_to_first_token_seconds",
+                           "Time from a request's arrival to its first text (queue wait and prefill included).", &m->ttft);
+    ok = ok && render_hist(&b, "specdec_time_per_output_token_seconds",
+                           "Per generation of two or more tokens: time after the first text divided by the tokens after the first.", &m->tpot);
+    ok = ok && render_hist(&b, "specdec_request_duration_seconds", "Time from a request's arrival to the end of its generation.", &m->e2e);
     pthread_mutex_unlock(&m->mu);
     if (!ok) { srv_buf_free(&b); return NULL; }
     return b.p;

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 void srv_error_set(srv_error *e, int http, const char *type, const char *param, const char *code,
                    const char *fmt, ...) {
@@ -39,6 +41,20 @@ void srv_request_free(srv_request *r) {
     free(r->prompt);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     memset(r, 0, sizeof *r);
+}
+
+uint64_t srv_fresh_seed(void) {
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
+        /* no entropy yet (early boot): the clock and a counter still differ per request */
+        static uint64_t counter;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        x = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^
+            (__atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED) * 0x9E3779B97F4A7C15ull);
+        x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 29;
+    }
+    return x & 0x7FFFFFFFFFFFFFFFull;
 }
 
 /* A JSON number (integer or real) as double. */
@@ -167,6 +183,7 @@ bool srv_parse_request(const srv_server *s, int endpoint, const char *body, size
     r->sampling = specdec_sampling_default_params();
     r->sampling.temperature = 1.0f;                              /* OpenAI's default */
     r->draft = s->default_draft;
+    r->rejection = specdec_spec_default_params().sampling == SPECDEC_SPEC_REJECTION;
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) return BAD(NULL, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
@@ -256,6 +273,15 @@ bool srv_parse_request(const srv_server *s, int endpoint, const char *body, size
     }
     if (!r->prompt) { srv_error_set(e, 500, "server_error", NULL, NULL, "out of memory"); goto done; }
     if (r->include_usage && !r->stream) { BAD("stream_options", "'stream_options' needs 'stream': true"); goto done; }
+    if (s->max_tokens_cap > 0 && r->max_tokens > s->max_tokens_cap) {
+        srv_error_set(e, 400, "invalid_request_error", endpoint == SRV_EP_CHAT && json_object_get(root, "max_completion_tokens")
+                      ? "max_completion_tokens" : "max_tokens", "max_tokens_exceeded",
+                      "max_tokens is %d; this server allows at most %d per request (--max-tokens)", r->max_tokens, s->max_tokens_cap);
+        goto done;
+    }
+    /* no seed given: a fresh one per request, so identical requests at temperature > 0 differ;
+     * the seed used is echoed in the response */
+    if (!r->seed_given) r->sampling.seed = srv_fresh_seed();
     ok = true;
 done:
     json_decref(root);

@@ -14,15 +14,20 @@
 
 #define SD_SERVE_TRY(x) do { specdec_status st_ = (x); if (st_ != SPECDEC_OK) return st_; } while (0)
 
-static void serve_usage(void) {
+static void serve_usage_to(FILE *f) {
     fputs("usage: specdec serve -m DIR [--draft auto|mtp|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
           "                     [--api-key KEY] [--threads N] [--queue N] [--max-body BYTES] [--timeout-s S]\n"
           "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--name MODEL_NAME] [--draft-vocab FILE[:N]|none]\n"
           "                     [--backend B] [--device N] [--tp N] [--tp-reduce gather|ring|none]\n"
+          "                     [--max-tokens N] [--max-header-bytes BYTES] [--idle-timeout-s S] [--log-format text|json]\n"
+          "  Limits (defaults): --queue 16 waiting requests (503 past it), --max-body 1048576 (413),\n"
+          "  --max-header-bytes 16384 (431), --max-tokens 0 = up to the context (400), --ctx = the model's\n"
+          "  (400 context_length_exceeded), --timeout-s 300 per request, --idle-timeout-s 15 per connection.\n"
           "  The MTP drafter uses DIR/draft_vocab.json when the model ships one (--draft-vocab none: full head).\n"
           "  Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, /health, /metrics.\n"
-          "  The API key may also come from the environment variable SPECDEC_API_KEY.\n", stderr);
+          "  The API key may also come from the environment variable SPECDEC_API_KEY.\n", f);
 }
+static void serve_usage(void) { serve_usage_to(stderr); }
 
 /* Why chat completions cannot be served for this tokenizer, or NULL when they can. */
 static const char *template_problem(const specdec_tokenizer *tok, srv_template_kind *kind) {
@@ -42,13 +47,13 @@ static specdec_status setup_drafters(srv_server *s, specdec_err *err) {
     if (s->info.mtp_layers > 0) {
         specdec_err e2 = {0};
         if (specdec_drafter_init_mtp(s->model, &s->mtp, &e2) != SPECDEC_OK)
-            fprintf(stderr, "specdec serve: warning: MTP drafter unavailable: %s\n", e2.msg);
+            srv_log("warning", "MTP drafter unavailable: %s\n", e2.msg);
     }
     if (s->mtp) {
         char used[1200];
         SD_SERVE_TRY(cli_draft_vocab_auto(s->mtp, s->model_dir, s->draft_vocab, used, sizeof used, err));
         if (used[0])
-            fprintf(stderr, "specdec serve: MTP drafts over %d ids (%s)\n", specdec_drafter_draft_vocab_size(s->mtp), used);
+            srv_log("info", "MTP drafts over %d ids (%s)\n", specdec_drafter_draft_vocab_size(s->mtp), used);
     } else if (s->draft_vocab && strcmp(s->draft_vocab, "none")) {
         err->status = SPECDEC_ERR_INVALID_ARG;
         snprintf(err->msg, sizeof err->msg, "--draft-vocab: %s has no usable mtp module to use it", s->model_dir);
@@ -64,7 +69,7 @@ static specdec_status setup_drafters(srv_server *s, specdec_err *err) {
     int dk = s->default_draft == SRV_DRAFT_AUTO ? (s->mtp ? SRV_DRAFT_MTP : SRV_DRAFT_NONE) : s->default_draft;
     specdec_drafter *d = dk == SRV_DRAFT_MTP ? s->mtp : dk == SRV_DRAFT_NGRAM ? s->ngram : dk == SRV_DRAFT_MODEL ? s->dmodel : NULL;
     if (!d) {
-        fprintf(stderr, "specdec serve: speculative decoding off by default (%s)\n",
+        srv_log("info", "speculative decoding off by default (%s)\n",
                 s->default_draft == SRV_DRAFT_NONE ? "--draft none" : "the model has no mtp module");
         return SPECDEC_OK;
     }
@@ -80,11 +85,11 @@ static specdec_status setup_drafters(srv_server *s, specdec_err *err) {
     memset(&ss, 0, sizeof ss);
     specdec_err e2 = {0};
     if (specdec_spec_generate(s->ctx, d, s->tok, prompt, n, &gp, &sp, NULL, NULL, &ss, &e2) != SPECDEC_OK) {
-        fprintf(stderr, "specdec serve: warning: warm-up with the %s drafter failed: %s\n", specdec_drafter_name(d), e2.msg);
+        srv_log("warning", "warm-up with the %s drafter failed: %s", specdec_drafter_name(d), e2.msg);
         return SPECDEC_OK;
     }
     s->metrics.probe_verdict = ss.probe;
-    fprintf(stderr, "specdec serve: speculative decoding by default with the %s drafter: exactness probe %s%s%s\n",
+    srv_log("info", "speculative decoding by default with the %s drafter: exactness probe %s%s%s\n",
             specdec_drafter_name(d), ss.probe == 1 ? "passed" : ss.probe == 0 ? "FAILED, declined (classic decoding)" : "not run",
             ss.note[0] ? "; " : "", ss.note);
     return SPECDEC_OK;
@@ -92,13 +97,14 @@ static specdec_status setup_drafters(srv_server *s, specdec_err *err) {
 
 int cmd_serve(int argc, char **argv) {
     const char *dir = NULL, *host = "127.0.0.1", *name = NULL, *draft = "auto", *draft_vocab = NULL;
-    long port = 8080, queue = 16, timeout_s = 300, v;
+    long port = 8080, queue = 16, timeout_s = 300, idle_s = 15, max_tokens = 0, max_header = 16384, v;
+    int log_format = SRV_LOG_TEXT;
     unsigned long long max_body = 1 << 20;
     const char *api_key = getenv("SPECDEC_API_KEY");
     specdec_ctx_params cp = specdec_ctx_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage_to(stdout); return 0; }
         else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir = val; i++; }
         else if (!strcmp(a, "--host")) { if (!val || !*val) return cli_fail("--host needs an address"); host = val; i++; }
         else if (!strcmp(a, "--port")) { if (cli_int(a, val, 1, 65535, &port)) return 1; i++; }
@@ -113,6 +119,15 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
         else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
         else if (!strcmp(a, "--draft-vocab")) { if (!val || !*val) return cli_fail("--draft-vocab needs FILE[:N] or none"); draft_vocab = val; i++; }
+        else if (!strcmp(a, "--max-tokens")) { if (cli_int(a, val, 0, 1 << 24, &max_tokens)) return 1; i++; }
+        else if (!strcmp(a, "--max-header-bytes")) { if (cli_int(a, val, 1024, 1 << 20, &max_header)) return 1; i++; }
+        else if (!strcmp(a, "--idle-timeout-s")) { if (cli_int(a, val, 1, 86400, &idle_s)) return 1; i++; }
+        else if (!strcmp(a, "--log-format")) {
+            if (val && !strcmp(val, "text")) log_format = SRV_LOG_TEXT;
+            else if (val && !strcmp(val, "json")) log_format = SRV_LOG_JSON;
+            else return cli_fail("--log-format: expected text or json");
+            i++;
+        }
         else if (!strcmp(a, "--name")) { if (!val || !*val) return cli_fail("--name needs a model name"); name = val; i++; }
         else if (!strcmp(a, "--draft")) {
             if (!val || (strcmp(val, "auto") && strcmp(val, "mtp") && strcmp(val, "ngram") && strcmp(val, "none") &&
@@ -124,6 +139,9 @@ int cmd_serve(int argc, char **argv) {
     }
     if (!dir) { serve_usage(); return cli_fail("serve needs -m DIR"); }
     if (api_key && !*api_key) api_key = NULL;
+    /* from here on every message, the library's included, is a server log line */
+    srv_log_set_format(log_format);
+    specdec_log_set(srv_log_lib, NULL);
 
     /* Block the stop signals in every thread (they inherit the mask) and take them with
      * sigwait below; ignore SIGPIPE everywhere. */
@@ -142,6 +160,9 @@ int cmd_serve(int argc, char **argv) {
     s.queue_cap = (int)queue;
     s.max_body = (size_t)max_body;
     s.timeout_s = (int)timeout_s;
+    s.idle_timeout_s = (int)idle_s;
+    s.max_tokens_cap = (int)max_tokens;
+    s.max_header = (size_t)max_header;
     s.default_draft = !strcmp(draft, "mtp") ? SRV_DRAFT_MTP : !strcmp(draft, "ngram") ? SRV_DRAFT_NGRAM
                     : !strcmp(draft, "none") ? SRV_DRAFT_NONE : !strncmp(draft, "model:", 6) ? SRV_DRAFT_MODEL
                     : SRV_DRAFT_AUTO;
@@ -169,16 +190,16 @@ int cmd_serve(int argc, char **argv) {
     s.n_ctx = cp.n_ctx ? cp.n_ctx : s.info.max_position_embeddings;
     if (setup_drafters(&s, &err)) { rc = cli_fail_err(&err); goto done; }
     s.tpl_problem = template_problem(s.tok, &s.tpl);
-    if (s.tpl_problem) fprintf(stderr, "specdec serve: warning: /v1/chat/completions disabled: %s\n", s.tpl_problem);
+    if (s.tpl_problem) srv_log("warning", "/v1/chat/completions disabled: %s\n", s.tpl_problem);
     if (!srv_worker_start(&s)) { rc = cli_fail("cannot start the worker thread"); goto done; }
     char why[256];
     d = srv_http_start(&s, host, (int)port, why, sizeof why);
     if (!d) { rc = cli_fail("%s", why); goto done; }
-    fprintf(stderr, "specdec serve: listening on http://%s:%ld (model '%s', context %d, queue %d%s)\n", host, port,
+    srv_log("info", "listening on http://%s:%ld (model '%s', context %d, queue %d%s)\n", host, port,
             s.model_name, s.n_ctx, s.queue_cap, api_key ? ", API key required" : "");
     int sig = 0;
     while (sigwait(&stop_set, &sig) != 0) {}
-    fprintf(stderr, "specdec serve: signal %d, shutting down\n", sig);
+    srv_log("info", "signal %d, shutting down\n", sig);
     rc = 0;
 done:
     /* stop accepting, let queued jobs drain with 503, cancel the running one */

@@ -14,6 +14,7 @@
 #include "specdec.h"
 #include <jansson.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,8 +56,13 @@ typedef struct srv_request {
     bool stream, include_usage, ignore_eos;
     int draft;                /* SRV_DRAFT_* */
     int block_size;           /* 0 = auto */
-    bool rejection;           /* speculative sampling mode: rejection instead of seeded */
+    bool rejection;           /* speculative sampling mode: rejection instead of seeded (default:
+                                 the library's specdec_spec_default_params) */
 } srv_request;
+
+/* A fresh seed for a request that names none: 63 random bits (a request may send any seed in
+ * [0, 2^63 - 1], so the echoed seed can always be sent back to reproduce the text). */
+uint64_t srv_fresh_seed(void);
 void srv_request_free(srv_request *r);
 
 struct srv_server;
@@ -83,6 +89,10 @@ typedef struct srv_job {
     srv_request req;
     char id[40];
     int64_t created;          /* unix seconds */
+    double t_arrive_ms;       /* monotonic: when the request was accepted */
+    double t_start_ms;        /* monotonic: when the worker took it (0 = never) */
+    double t_first_ms;        /* monotonic: the first text delivered (0 = none) */
+    double t_end_ms;          /* monotonic: when the worker finished it */
     double deadline_ms;       /* monotonic; past it the job is cancelled */
     volatile int cancel;      /* set by the connection (client gone), the deadline or shutdown */
     volatile int shutdown;    /* set with cancel when the server stops: the reply is a 503 error */
@@ -108,6 +118,11 @@ bool srv_worker_start(struct srv_server *s);
 void srv_worker_stop(struct srv_server *s);
 
 /* ---- metrics ----------------------------------------------------------------------- */
+/* A Prometheus histogram of seconds with fixed upper bounds (SRV_HIST_BOUNDS, then +Inf). */
+#define SRV_HIST_N 14
+typedef struct srv_hist { uint64_t bucket[SRV_HIST_N + 1]; uint64_t count; double sum; } srv_hist;
+void srv_hist_observe(srv_hist *h, double seconds);
+
 typedef struct srv_metrics {
     pthread_mutex_t mu;
     uint64_t requests[SRV_EP_COUNT][16];  /* by endpoint and status; codes[i] names column i */
@@ -117,12 +132,41 @@ typedef struct srv_metrics {
     uint64_t spec_rounds, spec_drafted, spec_accepted;
     double last_tau, last_acceptance;
     int probe_verdict;                    /* -1 not run, 0 failed, 1 passed */
+    srv_hist queue_wait;                  /* arrival to the worker taking the job */
+    srv_hist ttft;                        /* arrival to the first text */
+    srv_hist tpot;                        /* mean time per output token after the first, per generation */
+    srv_hist e2e;                         /* arrival to the end of the generation */
 } srv_metrics;
 void srv_metrics_init(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, int endpoint, int http_status);
 void srv_metrics_generation(srv_metrics *m, const srv_job *j);
 /* Prometheus text exposition (malloc'ed). */
 char *srv_metrics_render(struct srv_server *s);
+
+/* ---- logging (log.c) ---------------------------------------------------------------- */
+enum { SRV_LOG_TEXT = 0, SRV_LOG_JSON };
+void srv_log_set_format(int format);
+int srv_log_format(void);
+/* One line on stderr: "specdec serve: [level: ]msg" or {"ts","level","msg"}. */
+void srv_log(const char *level, const char *fmt, ...);
+void srv_logv(const char *level, const char *fmt, va_list ap);
+/* The line written once per HTTP request. */
+typedef struct srv_reqlog {
+    char id[64];              /* "cmpl-..." / "chatcmpl-..." for generations, "" otherwise */
+    const char *method, *path;
+    int status;               /* the HTTP status sent; 499 when the client went away first */
+    int prompt_tokens, completion_tokens;
+    double ms, queue_ms, ttft_ms;
+    const char *stop;         /* stop reason name (srv_stop_name), NULL for non-generations */
+    bool has_seed;
+    uint64_t seed;
+} srv_reqlog;
+void srv_log_request(const srv_reqlog *r);
+/* The library log callback that routes its messages through srv_log. */
+void srv_log_lib(specdec_log_level level, const char *msg, void *user);
+/* The name of a finished job's stop reason: length, eos, stop, cancelled, context_full,
+ * timeout, shutdown, error. */
+const char *srv_stop_name(const struct srv_job *j);
 
 /* ---- the server -------------------------------------------------------------------- */
 typedef struct srv_server {
@@ -133,6 +177,9 @@ typedef struct srv_server {
     int queue_cap;
     size_t max_body;
     int timeout_s;
+    int idle_timeout_s;       /* a connection that sends nothing for this long is closed */
+    int max_tokens_cap;       /* the most tokens one request may ask for (0 = the context) */
+    size_t max_header;        /* request line + headers, bytes (431 past it) */
     int default_draft;        /* SRV_DRAFT_* from --draft (AUTO: MTP when the model has it) */
     const char *draft_vocab;     /* --draft-vocab FILE[:N] | none; NULL: DIR/draft_vocab.json if present */
     const char *draft_model_dir; /* --draft model:DIR, served as "draft": "model" */

@@ -108,7 +108,8 @@ srv_job *srv_job_new(srv_server *s) {
     pthread_mutex_unlock(&cmu);
     snprintf(j->id, sizeof j->id, "%llx%06lx", (unsigned long long)j->created, n & 0xffffff);
     j->spec.probe = -1;
-    j->deadline_ms = srv_now_ms() + 1e3 * (s->timeout_s > 0 ? s->timeout_s : 1e9);
+    j->t_arrive_ms = srv_now_ms();
+    j->deadline_ms = j->t_arrive_ms + 1e3 * (s->timeout_s > 0 ? s->timeout_s : 1e9);
     return j;
 }
 
@@ -151,6 +152,42 @@ static void job_finish(srv_job *j) {
     pthread_mutex_unlock(&j->mu);
 }
 
+const char *srv_stop_name(const srv_job *j) {
+    if (j->shutdown) return "shutdown";
+    if (j->timed_out) return "timeout";
+    if (j->err.http == 499 || (j->cancel && !j->finish_reason)) return "cancelled";
+    if (j->err.http) return "error";
+    switch (j->stats.stop_reason) {
+    case 1: return "eos";
+    case 2: return "stop";
+    case 3: return "cancelled";
+    case 4: return "context_full";
+    default: return "length";
+    }
+}
+
+/* The request line of a job the worker took. The status is the one its client sees (200 once
+ * a stream has started); 499 when the client went away before the answer was complete. */
+static void log_job(const srv_job *j) {
+    srv_reqlog r;
+    memset(&r, 0, sizeof r);
+    bool chat = j->req.endpoint == SRV_EP_CHAT;
+    snprintf(r.id, sizeof r.id, "%s%s", chat ? "chatcmpl-" : "cmpl-", j->id);
+    r.method = "POST";
+    r.path = chat ? "/v1/chat/completions" : "/v1/completions";
+    bool gone = j->cancel && !j->timed_out && !j->shutdown;
+    r.status = j->err.http && !(j->req.stream && j->phase == SRV_JOB_RUNNING) ? j->err.http : gone ? 499 : 200;
+    r.prompt_tokens = j->stats.prompt_tokens;
+    r.completion_tokens = j->stats.generated_tokens;
+    r.ms = j->t_end_ms - j->t_arrive_ms;
+    r.queue_ms = j->t_start_ms - j->t_arrive_ms;
+    r.ttft_ms = j->t_first_ms > 0 ? j->t_first_ms - j->t_arrive_ms : 0;
+    r.stop = srv_stop_name(j);
+    r.has_seed = true;
+    r.seed = j->req.sampling.seed;
+    srv_log_request(&r);
+}
+
 static void *worker_main(void *arg) {
     srv_server *s = arg;
     for (;;) {
@@ -164,14 +201,19 @@ static void *worker_main(void *arg) {
         s->current = j;
         bool stopping = s->stopping;
         pthread_mutex_unlock(&s->qmu);
+        j->t_start_ms = srv_now_ms();
 
         if (stopping) srv_error_set(&j->err, 503, "server_error", NULL, NULL, "the server is shutting down");
-        else if (j->cancel) srv_error_set(&j->err, 499, "cancelled", NULL, NULL, "the client went away");
-        else if (srv_now_ms() > j->deadline_ms) {
+        else if (j->timed_out || srv_now_ms() > j->deadline_ms) {
+            /* before the cancel check: the connection cancels a job whose time ran out in the queue */
             j->timed_out = true;
-            srv_error_set(&j->err, 504, "timeout", NULL, NULL, "the request waited in the queue past its time limit");
-        } else server_generate(s, j);
+            srv_error_set(&j->err, 504, "timeout", NULL, "timeout",
+                          "the request waited in the queue past its time limit (--timeout-s %d)", s->timeout_s);
+        } else if (j->cancel) srv_error_set(&j->err, 499, "cancelled", NULL, NULL, "the client went away");
+        else server_generate(s, j);
+        j->t_end_ms = srv_now_ms();
         srv_metrics_generation(&s->metrics, j);
+        log_job(j);
         job_finish(j);
 
         pthread_mutex_lock(&s->qmu);
@@ -236,6 +278,8 @@ static bool chunk_text(srv_job *j, const char *text, size_t n, const char *finis
             return false;
     }
     if (finish ? !srv_buf_addf(b, "\"%s\"", finish) : !srv_buf_add(b, "null", 4)) return false;
+    /* the last chunk echoes the seed used (also in the x-specdec-seed header) */
+    if (finish) return srv_buf_addf(b, "}],\"seed\":%llu}\n\n", (unsigned long long)j->req.sampling.seed);
     return srv_buf_add(b, "}]}\n\n", 5);
 }
 
@@ -246,13 +290,15 @@ bool srv_add_spec_json(srv_buf *b, const srv_job *j) {
                           j->spec.drafter[0] ? j->spec.drafter : "none", j->spec.probe) ||
             !srv_buf_add_json_string(b, j->spec.note, strlen(j->spec.note)))
             return false;
-        return srv_buf_addf(b, "\",\"timed_out\":%s,\"decode_tok_s\":%.2f,\"prefill_tok_s\":%.2f}",
+        return srv_buf_addf(b, "\",\"seed\":%llu,\"sampling\":\"%s\",\"timed_out\":%s,\"decode_tok_s\":%.2f,\"prefill_tok_s\":%.2f}",
+                            (unsigned long long)j->req.sampling.seed, j->req.rejection ? "rejection" : "seeded",
                             j->timed_out ? "true" : "false", j->stats.decode_tok_s, j->stats.prefill_tok_s);
     }
     return srv_buf_addf(b, "{\"draft\":\"%s\",\"speculated\":true,\"probe\":%d,\"block_size\":%d,\"rounds\":%ld,\"drafted\":%ld,\"accepted\":%ld,"
-                           "\"tau\":%.4f,\"acceptance\":%.4f,\"timed_out\":%s,\"decode_tok_s\":%.2f,\"prefill_tok_s\":%.2f}",
+                           "\"tau\":%.4f,\"acceptance\":%.4f,\"seed\":%llu,\"sampling\":\"%s\",\"timed_out\":%s,\"decode_tok_s\":%.2f,\"prefill_tok_s\":%.2f}",
                         j->spec.drafter, j->spec.probe, j->spec.block_size, j->spec.rounds, j->spec.drafted, j->spec.accepted,
-                        j->spec.tau, j->spec.acceptance, j->timed_out ? "true" : "false",
+                        j->spec.tau, j->spec.acceptance, (unsigned long long)j->req.sampling.seed, j->req.rejection ? "rejection" : "seeded",
+                        j->timed_out ? "true" : "false",
                         j->stats.decode_tok_s, j->stats.prefill_tok_s);
 }
 
@@ -261,6 +307,7 @@ static bool on_text(const char *text, size_t n, void *user) {
     if (j->cancel) return false;
     if (srv_now_ms() > j->deadline_ms) { j->timed_out = true; j->cancel = 1; return false; }
     if (n == 0) return true;
+    if (j->t_first_ms == 0) j->t_first_ms = srv_now_ms();
     pthread_mutex_lock(&j->mu);
     bool ok = j->req.stream ? chunk_text(j, text, n, NULL, false) : srv_buf_add(&j->text, text, n);
     pthread_cond_broadcast(&j->cv);
@@ -287,7 +334,10 @@ void server_generate(srv_server *s, srv_job *j) {
                       "This model's maximum context length is %d tokens; the prompt has %zu tokens", s->n_ctx, n_ids);
         goto out;
     }
-    if (budget < 0) budget = s->n_ctx - (int)n_ids;
+    if (budget < 0) {
+        budget = s->n_ctx - (int)n_ids;       /* no max_tokens: the rest of the context, up to --max-tokens */
+        if (s->max_tokens_cap > 0 && budget > s->max_tokens_cap) budget = s->max_tokens_cap;
+    }
     if ((int64_t)n_ids + budget > s->n_ctx) {
         srv_error_set(&j->err, 400, "invalid_request_error", "max_tokens", "context_length_exceeded",
                       "This model's maximum context length is %d tokens; the prompt has %zu tokens and max_tokens is %d",
@@ -319,7 +369,7 @@ void server_generate(srv_server *s, srv_job *j) {
                        : dk == SRV_DRAFT_MODEL ? s->dmodel : NULL;
     specdec_spec_params sp = specdec_spec_default_params();
     sp.block_size = r->block_size;
-    sp.sampling = r->rejection ? SPECDEC_SPEC_REJECTION : SPECDEC_SPEC_SEEDED;
+    sp.sampling = r->rejection ? SPECDEC_SPEC_REJECTION : SPECDEC_SPEC_SEEDED;   /* default from the library */
     sp.quiet = true;
     specdec_spec_stats ss;
     memset(&ss, 0, sizeof ss);

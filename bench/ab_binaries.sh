@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# ab_binaries.sh: two builds of the specdec CLI side by side in one run, per docs/benchmarking.md:
+# classic and MTP decode tok/s of OLD and NEW on the same prompts, interleaved (old classic, new
+# classic, old MTP, new MTP, ...) after a discarded warm-up, medians with min and max, and the
+# generated text of both builds compared byte for byte (the guard: a row whose two outputs differ
+# says so instead of a ratio).
+#
+#   bash bench/ab_binaries.sh OLD_BIN NEW_BIN [MODEL=models/qwen3-kernel] [PROMPTS=4] [REPEATS=5] [TOKENS=128]
+#
+# Environment: THREADS (default 2), SPECDEC_SIMD passes through to both builds. Prints a markdown
+# table on stdout; exits 1 when any output differs.
+set -euo pipefail
+OLD=$1 NEW=$2
+MODEL=${3:-models/qwen3-kernel}
+NP=${4:-4} R=${5:-5} N=${6:-128}
+THREADS=${THREADS:-2}
+cd "$(dirname "$0")/.."
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+# held-out prompts (c-fs-04 ends at EOS at once under greedy decoding)
+grep -v '"c-fs-04"' tests/data/prompts/heldout.jsonl | head -"$NP" |
+  python3 -c 'import json,sys
+for i,l in enumerate(sys.stdin): open(sys.argv[1]+"/p%d.txt"%i,"w").write(json.loads(l)["prompt"])' "$W"
+
+one() {   # one BIN MODE PROMPT_FILE OUT_TEXT -> prints decode tok/s
+  local extra=()
+  [ "$2" = mtp ] && extra=(--draft mtp)
+  "$1" run -m "$MODEL" -p "$(cat "$3")" -n "$N" --ignore-eos --threads "$THREADS" "${extra[@]}" > "$4" 2> "$4.err"
+  sed -n 's/.*decode \([0-9.]*\) tok\/s.*/\1/p' "$4.err" | tail -1
+}
+stats() {   # median [min, max] of the numbers on stdin
+  sort -g | awk '{v[NR]=$1} END {m = NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2; printf "%.1f [%.1f, %.1f]", m, v[1], v[NR]}'
+}
+median() { sort -g | awk '{v[NR]=$1} END {print (NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+
+echo "loadavg before: $(cat /proc/loadavg)"
+echo
+echo "| prompt | mode | old tok/s med [min, max] | new tok/s med [min, max] | new / old | output |"
+echo "|---|---|---|---|---|---|"
+bad=0
+for p in "$W"/p*.txt; do
+  pn=$(basename "$p" .txt)
+  for mode in classic mtp; do
+    : > "$W/old.$mode"; : > "$W/new.$mode"
+    for r in $(seq 0 "$R"); do   # r = 0: warm-up, discarded
+      o=$(one "$OLD" $mode "$p" "$W/out_old"); n=$(one "$NEW" $mode "$p" "$W/out_new")
+      [ "$r" = 0 ] && continue
+      echo "$o" >> "$W/old.$mode"; echo "$n" >> "$W/new.$mode"
+    done
+    same=identical
+    cmp -s "$W/out_old" "$W/out_new" || { same="DIFFERS"; bad=1; }
+    mo=$(median < "$W/old.$mode"); mn=$(median < "$W/new.$mode")
+    ratio=$(awk -v a="$mo" -v b="$mn" 'BEGIN {printf "%.3f", (a > 0 ? b / a : 0)}')
+    [ "$same" = identical ] || ratio=-
+    echo "| $pn | $mode | $(stats < "$W/old.$mode") | $(stats < "$W/new.$mode") | $ratio | $same |"
+  done
+done
+echo
+echo "loadavg after: $(cat /proc/loadavg)"
+exit $bad
