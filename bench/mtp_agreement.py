@@ -30,6 +30,9 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "train"))
+from counts import median_tau, sum_counts  # noqa: E402
+
 
 def replay(per_round, K, new):
     """The reference's per-round accepted lengths under specdec's budget rule."""
@@ -67,21 +70,14 @@ def spec_counters(js, K):
 
 
 def summarize(rows, K):
-    t = {"rounds": 0, "drafted": 0, "accepted": 0, "emitted": 0, "dad": [0] * (K - 1), "aad": [0] * (K - 1)}
-    for r in rows:
-        for k in ("rounds", "drafted", "accepted", "emitted"):
-            t[k] += r[k]
-        for d in range(K - 1):
-            t["dad"][d] += r["dad"][d]
-            t["aad"][d] += r["aad"][d]
+    t = sum_counts(rows, K, ("rounds", "drafted", "accepted", "emitted"), ("dad", "aad"))
     R = max(1, t["rounds"])
     prev = [t["dad"][0]] + t["aad"][:-1]
     t["tau"] = t["emitted"] / R
     t["conditional"] = [t["aad"][d] / max(1, prev[d]) for d in range(K - 1)]
     t["of_rounds"] = [t["aad"][d] / R for d in range(K - 1)]
     t["acceptance_rate"] = t["accepted"] / max(1, t["drafted"])
-    taus = sorted(r["emitted"] / max(1, r["rounds"]) for r in rows)
-    t["tau_per_prompt_median"] = taus[len(taus) // 2]
+    t["tau_per_prompt_median"] = median_tau(rows)
     t["prompts"] = len(rows)
     return t
 

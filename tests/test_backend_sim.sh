@@ -5,12 +5,7 @@
 # recording that names a stale buffer, gives different text there. Every drafter and sampling mode
 # must give the cpu backend's text byte for byte, the drafters' counters included, and replays must
 # have happened (the recording is really exercised).
-set -u
-BIN=${SPECDEC_BIN:?}
-SRC=${SPECDEC_SOURCE_DIR:?}
-M=$SRC/models/qwen3-kernel
-T=$(mktemp -d /tmp/sdsim-XXXXXX)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/cli_lib.sh"
 P=$(cat "$SRC/tests/golden/prompts/c-sound-02.txt")
 S="--temp 0.8 --top-k 40 --seed 7"
 fail=0; n=0

@@ -4,14 +4,7 @@
 # directory (and says where it looked when it is not there); a GGUF file given to -m is named as
 # such; output files that cannot be written fail before the model loads; --seed -1 is a fresh seed
 # that is reported, other bad seeds and numbers are refused naming the option; stop reasons are names.
-set -u
-BIN=${SPECDEC_BIN:?}
-SRC=${SPECDEC_SOURCE_DIR:?}
-M=$SRC/models/qwen3-kernel
-T=$(mktemp -d /tmp/sdconv-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/cli_lib.sh"
 
 # --help / -h on every command: usage on stdout, exit 0
 for c in run info tokenize quantize inflate score bench serve; do
@@ -44,6 +37,13 @@ printf '%s' "$P" > "$T/prompt.txt"
 "$BIN" run -m "$M" -n 4 -f "$T/none.txt" >/dev/null 2>"$T/err" && bad "-f of a missing file accepted"
 grep -q "none.txt" "$T/err" || bad "-f of a missing file: not named: $(cat "$T/err")"
 "$BIN" run -m "$M" -n 4 -p hi -f "$T/prompt.txt" >/dev/null 2>&1 && bad "-p and -f together accepted"
+
+# loading progress: on stderr only; off a terminal, once the load outlasts SPECDEC_PROGRESS_AFTER_MS
+# (default 1 s; 0 here so the small model shows it), never on a quick load by default
+SPECDEC_PROGRESS_AFTER_MS=0 "$BIN" run -m "$M" -n 12 -p "$P" > "$T/pg.out" 2>"$T/err" || bad "run with progress failed"
+grep -q "^loading weights: 100% (.* MiB" "$T/err" || bad "no loading progress on stderr: $(cat "$T/err")"
+cmp -s "$T/p.out" "$T/pg.out" || bad "loading progress changed stdout"
+"$BIN" run -m "$M" -n 2 -p hi 2>&1 >/dev/null | grep -q "loading weights" && bad "progress shown for a quick load off a terminal"
 
 # -m absent: the embedded model, from any working directory
 (cd "$T" && "$BIN" run -n 12 -p "$P" > "$T/d.out" 2>"$T/err") || bad "run without -m (cwd $T): $(cat "$T/err")"

@@ -194,21 +194,25 @@ static void test_rope_parameters(void) {
     CHECK(parse(edit("unknown_key", "1, \"rope_scaling\": {\"rope_type\": \"default\"}"), &v5, &e) == SPECDEC_OK,
           "4.x rope_scaling of type default: %s", e.msg);
 
-    /* refusals, each naming what it refuses */
-    expect_bad("yarn", edit("unknown_key", "1, \"rope_parameters\": {\"rope_theta\": 1000000, \"rope_type\": \"yarn\", \"factor\": 4.0}"),
-               SPECDEC_ERR_UNSUPPORTED, "yarn");
-    expect_bad("linear (type key)", edit("unknown_key", "1, \"rope_parameters\": {\"type\": \"linear\", \"factor\": 2.0}"),
-               SPECDEC_ERR_UNSUPPORTED, "linear");
-    expect_bad("scaling key under default", edit("unknown_key", "1, \"rope_parameters\": {\"rope_type\": \"default\", \"factor\": 2.0}"),
-               SPECDEC_ERR_UNSUPPORTED, "rope_parameters.factor");
-    expect_bad("partial rotary", edit("unknown_key", "1, \"rope_parameters\": {\"rope_type\": \"default\", \"partial_rotary_factor\": 0.5}"),
-               SPECDEC_ERR_UNSUPPORTED, "partial_rotary_factor");
-    expect_bad("per layer type", edit("unknown_key", "1, \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\"}}"),
-               SPECDEC_ERR_UNSUPPORTED, "full_attention");
-    expect_bad("theta disagrees", edit("unknown_key", "1, \"rope_parameters\": {\"rope_theta\": 10000}"),
-               SPECDEC_ERR_CONFIG, "rope_parameters.rope_theta");
-    expect_bad("rope_type not a string", edit("unknown_key", "1, \"rope_parameters\": {\"rope_type\": 3}"),
-               SPECDEC_ERR_CONFIG, "rope_parameters.rope_type");
+    /* refusals, each naming what it refuses: the value given to a key added to the 4.x file */
+    static const struct { const char *what, *val; specdec_status want; const char *needle; } bad[] = {
+        {"yarn", "1, \"rope_parameters\": {\"rope_theta\": 1000000, \"rope_type\": \"yarn\", \"factor\": 4.0}",
+         SPECDEC_ERR_UNSUPPORTED, "yarn"},
+        {"linear (type key)", "1, \"rope_parameters\": {\"type\": \"linear\", \"factor\": 2.0}", SPECDEC_ERR_UNSUPPORTED,
+         "linear"},
+        {"scaling key under default", "1, \"rope_parameters\": {\"rope_type\": \"default\", \"factor\": 2.0}",
+         SPECDEC_ERR_UNSUPPORTED, "rope_parameters.factor"},
+        {"partial rotary", "1, \"rope_parameters\": {\"rope_type\": \"default\", \"partial_rotary_factor\": 0.5}",
+         SPECDEC_ERR_UNSUPPORTED, "partial_rotary_factor"},
+        {"per layer type", "1, \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"default\"}}",
+         SPECDEC_ERR_UNSUPPORTED, "full_attention"},
+        {"theta disagrees", "1, \"rope_parameters\": {\"rope_theta\": 10000}", SPECDEC_ERR_CONFIG,
+         "rope_parameters.rope_theta"},
+        {"rope_type not a string", "1, \"rope_parameters\": {\"rope_type\": 3}", SPECDEC_ERR_CONFIG,
+         "rope_parameters.rope_type"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_bad(bad[i].what, edit("unknown_key", bad[i].val), bad[i].want, bad[i].needle);
     snprintf(buf, sizeof buf, "%s, \"rope_parameters\": {\"rope_type\": \"default\"}}", v5js);
     expect_bad("no theta anywhere", buf, SPECDEC_ERR_CONFIG, "rope_theta");
 }

@@ -139,6 +139,28 @@ static bool on_prog(uint64_t done, uint64_t total, void *user) {
 }
 
 /* A refusal: status st, a message containing `word`, nothing written. */
+/* Shapes an inflation of the f32 source must refuse: the shape arguments (0: the source's),
+ * head_dim (0: the source's), tie, the status and a word of the message. */
+typedef struct {
+    int H, I, L, nh, nkv, head_dim;
+    specdec_inflate_tie tie;
+    specdec_status want;
+    const char *word, *label;
+} shape_refusal;
+
+static const shape_refusal shape_refusals[] = {
+    {32, 0, 0, 0, 0, 0, SPECDEC_INFLATE_TIE_KEEP, SPECDEC_ERR_INVALID_ARG, "hidden_size", "smaller hidden"},
+    {128, 64, 0, 0, 0, 0, SPECDEC_INFLATE_TIE_KEEP, SPECDEC_ERR_INVALID_ARG, "intermediate_size", "smaller intermediate"},
+    {0, 0, 1, 0, 0, 0, SPECDEC_INFLATE_TIE_KEEP, SPECDEC_ERR_INVALID_ARG, "num_hidden_layers", "fewer layers"},
+    {0, 0, 0, 4, 2, 0, SPECDEC_INFLATE_TIE_KEEP, SPECDEC_ERR_INVALID_ARG, "num_attention_heads", "fewer heads"},
+    {0, 0, 0, 6, 1, 0, SPECDEC_INFLATE_TIE_KEEP, SPECDEC_ERR_INVALID_ARG, "num_key_value_heads", "fewer kv heads"},
+    {0, 0, 0, 8, 3, 0, SPECDEC_INFLATE_TIE_KEEP, SPECDEC_ERR_INVALID_ARG, "multiple", "heads not a multiple of kv heads"},
+    {0, 0, 0, 6, 3, 0, SPECDEC_INFLATE_TIE_KEEP, SPECDEC_ERR_CONFIG, "num_key_value_heads", "GQA layout without room"},
+    {0, 0, 0, 0, 0, 128, SPECDEC_INFLATE_TIE_KEEP, SPECDEC_ERR_INVALID_ARG, "head_dim", "another head_dim"},
+    {128, 0, 0, 0, 0, 0, SPECDEC_INFLATE_TIED, SPECDEC_ERR_INVALID_ARG, "tie_word_embeddings",
+     "tied target from an untied source"},
+};
+
 static void refused(const char *in, const specdec_inflate_params *p, specdec_status st, const char *word, const char *label) {
     char out[256];
     snprintf(out, sizeof out, "%s/refused", root);
@@ -276,27 +298,14 @@ int main(void) {
     CHECK(st == SPECDEC_ERR_CANCELLED && strstr(e.msg, "cancel"), "cancelled: %s", e.msg);
     CHECK(stat(out, &sb) != 0 && count_tmp() == 0, "cancelled: nothing left");
 
-    /* refusals */
-    p = shape(32, 0, 0, 0, 0);
-    refused(src, &p, SPECDEC_ERR_INVALID_ARG, "hidden_size", "smaller hidden");
-    p = shape(128, 64, 0, 0, 0);
-    refused(src, &p, SPECDEC_ERR_INVALID_ARG, "intermediate_size", "smaller intermediate");
-    p = shape(0, 0, 1, 0, 0);
-    refused(src, &p, SPECDEC_ERR_INVALID_ARG, "num_hidden_layers", "fewer layers");
-    p = shape(0, 0, 0, 4, 2);
-    refused(src, &p, SPECDEC_ERR_INVALID_ARG, "num_attention_heads", "fewer heads");
-    p = shape(0, 0, 0, 6, 1);
-    refused(src, &p, SPECDEC_ERR_INVALID_ARG, "num_key_value_heads", "fewer kv heads");
-    p = shape(0, 0, 0, 8, 3);
-    refused(src, &p, SPECDEC_ERR_INVALID_ARG, "multiple", "heads not a multiple of kv heads");
-    p = shape(0, 0, 0, 6, 3);
-    refused(src, &p, SPECDEC_ERR_CONFIG, "num_key_value_heads", "GQA layout without room");
-    p = shape(0, 0, 0, 0, 0);
-    p.head_dim = 128;
-    refused(src, &p, SPECDEC_ERR_INVALID_ARG, "head_dim", "another head_dim");
-    p = shape(128, 0, 0, 0, 0);
-    p.tie = SPECDEC_INFLATE_TIED;
-    refused(src, &p, SPECDEC_ERR_INVALID_ARG, "tie_word_embeddings", "tied target from an untied source");
+    /* refusals of the source-only shape arguments */
+    for (size_t i = 0; i < sizeof shape_refusals / sizeof shape_refusals[0]; i++) {
+        const shape_refusal *r = &shape_refusals[i];
+        p = shape(r->H, r->I, r->L, r->nh, r->nkv);
+        if (r->head_dim) p.head_dim = r->head_dim;
+        p.tie = r->tie;
+        refused(src, &p, r->want, r->word, r->label);
+    }
     p = shape(128, 0, 0, 0, 0);
     p.bits = 3;
     refused(src, &p, SPECDEC_ERR_INVALID_ARG, "bits", "bits 3");

@@ -4,14 +4,7 @@
 # tokens as the 4.x file; an unsupported rope_type is refused by name. generation_config.json gives
 # the sampling defaults (run == the same settings given as options; each option overrides it;
 # info says where each default came from), and a bad value there names the file and the key.
-set -u
-BIN=${SPECDEC_BIN:?}
-SRC=${SPECDEC_SOURCE_DIR:?}
-M=$SRC/models/qwen3-kernel
-T=$(mktemp -d /tmp/sdfmt-XXXXXX)
-trap 'rm -rf "$T"' EXIT
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/cli_lib.sh"
 
 # a copy of the model: links to its files, a config.json of our own
 mkmodel() {

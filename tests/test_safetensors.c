@@ -159,6 +159,75 @@ static void test_sharded(void) {
 }
 
 #define T1 "{\"__metadata__\":{\"format\":\"pt\"},\"model.norm.weight\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}"
+#define ST "model.safetensors"
+#define S1 "model-00001-of-00002.safetensors"
+#define S2 "model-00002-of-00002.safetensors"
+
+/* A malformed single file: its header JSON (NULL: a 3-byte file), the header length written
+ * (UINT64_MAX: the JSON's own), the data bytes after it, whether it is opened as a file (else as
+ * the directory), the status expected and two pieces of the message. */
+typedef struct {
+    const char *what, *json;
+    uint64_t hlen;
+    size_t dlen;
+    bool by_file;
+    specdec_status want;
+    const char *n1, *n2;
+} bad_file;
+
+static const bad_file bad_files[] = {
+    {"short file", NULL, 0, 0, false, SPECDEC_ERR_FORMAT, ST, "8-byte"},
+    {"data cut short", T1, UINT64_MAX, 10, false, SPECDEC_ERR_FORMAT, ST, "'model.norm.weight'"},
+    {"header past EOF", T1, 1u << 20, 16, false, SPECDEC_ERR_FORMAT, ST, "header length"},
+    /* > 2^63 must not wrap */
+    {"huge header length", T1, UINT64_MAX - 3, 16, false, SPECDEC_ERR_FORMAT, ST, "header length"},
+    {"offsets past end", "{\"model.norm.weight\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[10,26]}}", UINT64_MAX, 16,
+     false, SPECDEC_ERR_FORMAT, ST, "tensor 'model.norm.weight': data_offsets [10, 26] exceed data section of 16 bytes"},
+    {"overlap", "{\"x.a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                "\"x.b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", UINT64_MAX, 16,
+     false, SPECDEC_ERR_FORMAT, "'x.a'", "'x.b'"},
+    {"unknown dtype", "{\"x.f64\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}", UINT64_MAX, 16,
+     true, SPECDEC_ERR_DTYPE, ST, "'x.f64'"},
+    {"size mismatch", "{\"x.sz\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,8]}}", UINT64_MAX, 16,
+     false, SPECDEC_ERR_FORMAT, ST, "'x.sz'"},
+    {"malformed JSON", "{\"x\": {\"dtype\": \"F32\",, }", UINT64_MAX, 16, false, SPECDEC_ERR_FORMAT, ST, "line 1"},
+    /* a duplicate key would otherwise hide a tensor */
+    {"duplicate key", "{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                      "\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", UINT64_MAX, 2,
+     false, SPECDEC_ERR_FORMAT, ST, "x"},
+    {"non-object header", "[1, 2, 3]", UINT64_MAX, 0, false, SPECDEC_ERR_FORMAT, ST, "not a JSON object"},
+    {"negative shape", "{\"x.neg\":{\"dtype\":\"F32\",\"shape\":[-4],\"data_offsets\":[0,16]}}", UINT64_MAX, 16,
+     false, SPECDEC_ERR_FORMAT, ST, "'x.neg'"},
+    {"overflowing shape", "{\"x.big\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,16]}}",
+     UINT64_MAX, 16, false, SPECDEC_ERR_FORMAT, ST, "'x.big'"},
+    {"9 dims", "{\"x.9d\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", UINT64_MAX, 1,
+     false, SPECDEC_ERR_FORMAT, ST, "'x.9d'"},
+};
+
+/* A malformed sharded checkpoint: shard 1's header (NULL: absent) with dlen1 data bytes, shard 2's
+ * (NULL: absent; 16 data bytes), the index, and what the error must say. */
+typedef struct {
+    const char *what, *shard1;
+    size_t dlen1;
+    const char *shard2, *index;
+    specdec_status want;
+    const char *n1, *n2;
+} bad_sharding;
+
+static const bad_sharding bad_shards[] = {
+    {"missing shard", T1, 16, NULL, "{\"weight_map\":{\"model.norm.weight\":\"" S1 "\",\"lm_head.weight\":\"" S2 "\"}}",
+     SPECDEC_ERR_MISSING, S2, "index.json"},
+    {"tensor absent from shard", T1, 16, NULL, "{\"weight_map\":{\"model.norm.weight\":\"" S1 "\",\"lm_head.weight\":\"" S1 "\"}}",
+     SPECDEC_ERR_MISSING, "'lm_head.weight'", S1},
+    {"shard ../", T1, 16, NULL, "{\"weight_map\":{\"model.norm.weight\":\"../" S1 "\"}}",
+     SPECDEC_ERR_FORMAT, "../model-00001", "'model.norm.weight'"},
+    {"tensor in two shards", T1, 16, T1, "{\"weight_map\":{\"model.norm.weight\":\"" S1 "\",\"x\":\"" S2 "\"}}",
+     SPECDEC_ERR_FORMAT, "'model.norm.weight'", "model-00002-of-00002"},
+    /* a bad shard reports both the index and the shard */
+    {"bad shard", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,40]}}", 4, NULL,
+     "{\"weight_map\":{\"a\":\"" S1 "\"}}", SPECDEC_ERR_FORMAT, S1, "tensor 'a'"},
+    {"bad index json", NULL, 0, NULL, "{\"weight_map\": [", SPECDEC_ERR_FORMAT, "model.safetensors.index.json", "line"},
+};
 
 static void test_bad_inputs(void) {
     char dir[64];
@@ -171,147 +240,28 @@ static void test_bad_inputs(void) {
       CHECK(sd_st_open_dir(dir, &s, &e) == SPECDEC_OK && sd_st_count(s) == 1, "control file: %s", e.msg); sd_st_close(s); }
     tm_rm_rf(dir);
 
-    /* truncated: shorter than the 8-byte length */
-    tm_mkdtemp(dir, sizeof dir);
-    tm_write_file(dir, F, "\x10\0\0", 3);
-    expect_fail("short file", dir, NULL, SPECDEC_ERR_FORMAT, F, "8-byte");
-    tm_rm_rf(dir);
-
-    /* truncated: data section cut short (needs 16, has 10) */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, T1, UINT64_MAX, 10);
-    expect_fail("data cut short", dir, NULL, SPECDEC_ERR_FORMAT, F, "'model.norm.weight'");
-    tm_rm_rf(dir);
-
-    /* header length past EOF */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, T1, 1u << 20, 16);
-    expect_fail("header past EOF", dir, NULL, SPECDEC_ERR_FORMAT, F, "header length");
-    tm_rm_rf(dir);
-
-    /* huge header length (> 2^63) must not wrap */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, T1, UINT64_MAX - 3, 16);
-    expect_fail("huge header length", dir, NULL, SPECDEC_ERR_FORMAT, F, "header length");
-    tm_rm_rf(dir);
-
-    /* header lies about offsets (past data end) */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, "{\"model.norm.weight\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[10,26]}}", UINT64_MAX, 16);
-    expect_fail("offsets past end", dir, NULL, SPECDEC_ERR_FORMAT, F, "tensor 'model.norm.weight': data_offsets [10, 26] exceed data section of 16 bytes");
-    tm_rm_rf(dir);
-
-    /* overlapping tensors */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, "{\"x.a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
-                      "\"x.b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", UINT64_MAX, 16);
-    expect_fail("overlap", dir, NULL, SPECDEC_ERR_FORMAT, "'x.a'", "'x.b'");
-    tm_rm_rf(dir);
-
-    /* unknown dtype */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, "{\"x.f64\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":[0,16]}}", UINT64_MAX, 16);
-    expect_fail("unknown dtype", dir, F, SPECDEC_ERR_DTYPE, F, "'x.f64'");
-    tm_rm_rf(dir);
-
-    /* byte size != shape x dtype */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, "{\"x.sz\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,8]}}", UINT64_MAX, 16);
-    expect_fail("size mismatch", dir, NULL, SPECDEC_ERR_FORMAT, F, "'x.sz'");
-    tm_rm_rf(dir);
-
-    /* malformed JSON */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, "{\"x\": {\"dtype\": \"F32\",, }", UINT64_MAX, 16);
-    expect_fail("malformed JSON", dir, NULL, SPECDEC_ERR_FORMAT, F, "line 1");
-    tm_rm_rf(dir);
-
-    /* duplicate key (would otherwise hide a tensor) */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, "{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
-              UINT64_MAX, 2);
-    expect_fail("duplicate key", dir, NULL, SPECDEC_ERR_FORMAT, F, "x");
-    tm_rm_rf(dir);
-
-    /* non-object header */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, "[1, 2, 3]", UINT64_MAX, 0);
-    expect_fail("non-object header", dir, NULL, SPECDEC_ERR_FORMAT, F, "not a JSON object");
-    tm_rm_rf(dir);
-
-    /* negative shape */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, "{\"x.neg\":{\"dtype\":\"F32\",\"shape\":[-4],\"data_offsets\":[0,16]}}", UINT64_MAX, 16);
-    expect_fail("negative shape", dir, NULL, SPECDEC_ERR_FORMAT, F, "'x.neg'");
-    tm_rm_rf(dir);
-
-    /* overflowing shape */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, "{\"x.big\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,16]}}", UINT64_MAX, 16);
-    expect_fail("overflowing shape", dir, NULL, SPECDEC_ERR_FORMAT, F, "'x.big'");
-    tm_rm_rf(dir);
-
-    /* too many dims */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, F, "{\"x.9d\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", UINT64_MAX, 1);
-    expect_fail("9 dims", dir, NULL, SPECDEC_ERR_FORMAT, F, "'x.9d'");
-    tm_rm_rf(dir);
-
     /* neither file present */
     tm_mkdtemp(dir, sizeof dir);
     expect_fail("empty dir", dir, NULL, SPECDEC_ERR_MISSING, dir, "model.safetensors");
     tm_rm_rf(dir);
 
-    const char *S1 = "model-00001-of-00002.safetensors";
-    /* index names a missing shard */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, S1, T1, UINT64_MAX, 16);
-    { const char *ix = "{\"weight_map\":{\"model.norm.weight\":\"model-00001-of-00002.safetensors\","
-                       "\"lm_head.weight\":\"model-00002-of-00002.safetensors\"}}";
-      tm_write_file(dir, "model.safetensors.index.json", ix, strlen(ix)); }
-    expect_fail("missing shard", dir, NULL, SPECDEC_ERR_MISSING, "model-00002-of-00002.safetensors", "index.json");
-    tm_rm_rf(dir);
-
-    /* index names a tensor absent from its shard */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, S1, T1, UINT64_MAX, 16);
-    { const char *ix = "{\"weight_map\":{\"model.norm.weight\":\"model-00001-of-00002.safetensors\","
-                       "\"lm_head.weight\":\"model-00001-of-00002.safetensors\"}}";
-      tm_write_file(dir, "model.safetensors.index.json", ix, strlen(ix)); }
-    expect_fail("tensor absent from shard", dir, NULL, SPECDEC_ERR_MISSING, "'lm_head.weight'", S1);
-    tm_rm_rf(dir);
-
-    /* shard name with ../ */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, S1, T1, UINT64_MAX, 16);
-    { const char *ix = "{\"weight_map\":{\"model.norm.weight\":\"../model-00001-of-00002.safetensors\"}}";
-      tm_write_file(dir, "model.safetensors.index.json", ix, strlen(ix)); }
-    expect_fail("shard ../", dir, NULL, SPECDEC_ERR_FORMAT, "../model-00001", "'model.norm.weight'");
-    tm_rm_rf(dir);
-
-    /* a tensor present in two shards */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, S1, T1, UINT64_MAX, 16);
-    write_raw(dir, "model-00002-of-00002.safetensors", T1, UINT64_MAX, 16);
-    { const char *ix = "{\"weight_map\":{\"model.norm.weight\":\"model-00001-of-00002.safetensors\","
-                       "\"x\":\"model-00002-of-00002.safetensors\"}}";
-      tm_write_file(dir, "model.safetensors.index.json", ix, strlen(ix)); }
-    expect_fail("tensor in two shards", dir, NULL, SPECDEC_ERR_FORMAT, "'model.norm.weight'", "model-00002-of-00002");
-    tm_rm_rf(dir);
-
-    /* a bad shard reports both the index and the shard */
-    tm_mkdtemp(dir, sizeof dir);
-    write_raw(dir, S1, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,40]}}", UINT64_MAX, 4);
-    { const char *ix = "{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\"}}";
-      tm_write_file(dir, "model.safetensors.index.json", ix, strlen(ix)); }
-    expect_fail("bad shard", dir, NULL, SPECDEC_ERR_FORMAT, S1, "tensor 'a'");
-    tm_rm_rf(dir);
-
-    /* malformed index.json */
-    tm_mkdtemp(dir, sizeof dir);
-    tm_write_file(dir, "model.safetensors.index.json", "{\"weight_map\": [", 16);
-    expect_fail("bad index json", dir, NULL, SPECDEC_ERR_FORMAT, "model.safetensors.index.json", "line");
-    tm_rm_rf(dir);
+    for (size_t i = 0; i < sizeof bad_files / sizeof bad_files[0]; i++) {
+        const bad_file *b = &bad_files[i];
+        tm_mkdtemp(dir, sizeof dir);
+        if (b->json) write_raw(dir, F, b->json, b->hlen, b->dlen);
+        else tm_write_file(dir, F, "\x10\0\0", 3);   /* shorter than the 8-byte length */
+        expect_fail(b->what, dir, b->by_file ? F : NULL, b->want, b->n1, b->n2);
+        tm_rm_rf(dir);
+    }
+    for (size_t i = 0; i < sizeof bad_shards / sizeof bad_shards[0]; i++) {
+        const bad_sharding *b = &bad_shards[i];
+        tm_mkdtemp(dir, sizeof dir);
+        if (b->shard1) write_raw(dir, S1, b->shard1, UINT64_MAX, b->dlen1);
+        if (b->shard2) write_raw(dir, S2, b->shard2, UINT64_MAX, 16);
+        tm_write_file(dir, "model.safetensors.index.json", b->index, strlen(b->index));
+        expect_fail(b->what, dir, NULL, b->want, b->n1, b->n2);
+        tm_rm_rf(dir);
+    }
 }
 
 int main(void) {

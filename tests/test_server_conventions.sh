@@ -88,6 +88,10 @@ check "json log: the request line of $id" jqe -s --arg id "$id" \
 check "json log: the 400 and the /health lines" jqe -s \
     'any(.[]; .msg=="request" and .status==400 and .path=="/v1/completions") and any(.[]; .msg=="request" and .path=="/health" and .status==200)' "$TMP/server-json.log"
 check "json log: the startup message is JSON too" jqe -s 'any(.[]; .msg|startswith("listening on"))' "$TMP/server-json.log"
+"$BIN" serve -m "$MODEL" --threads "$THREADS" --port "$PORT_json" --log-format json >/dev/null 2>"$TMP/fail.log"
+rc=$?
+check "json log: a fatal error (port in use) is a JSON line too (rc $rc)" \
+    [ "$rc" = 1 ] && jqe -s 'length >= 1 and any(.[]; .level=="error" and (.msg|test("cannot listen")))' "$TMP/fail.log"
 
 # ---- latency histograms --------------------------------------------------------------------
 HISTS="specdec_queue_wait_seconds specdec_time_to_first_token_seconds specdec_time_per_output_token_seconds specdec_request_duration_seconds"

@@ -46,17 +46,18 @@ check "alive after header floods" alive $S
 # ---- client hangs up mid-stream / mid-request -----------------------------------------------
 curl -s -N --max-time 0.7 -o "$TMP/partial" $S/v1/completions -d "{\"prompt\":\"Once\",\"stream\":true,$LONG}"
 check "the stream had started" grep -q '^data: {' "$TMP/partial"
-t=$(now_ms)
-st=$(http POST $S/v1/completions -d '{"prompt":"Hi","max_tokens":4,"temperature":0}')
-dt=$(( $(now_ms) - t ))
-check "next request answered 200 after a mid-stream hangup ($st)" [ "$st" = 200 ]
-check "... promptly (${dt} ms < 1500)" [ "$dt" -lt 1500 ]
+# answered_after WHAT: the next short request gets 200, promptly, after the hangup WHAT
+answered_after() {
+    local t st dt
+    t=$(now_ms)
+    st=$(http POST $S/v1/completions -d '{"prompt":"Hi","max_tokens":4,"temperature":0}')
+    dt=$(( $(now_ms) - t ))
+    check "next request answered 200 after a $1 hangup ($st)" [ "$st" = 200 ]
+    check "... promptly (${dt} ms < 1500)" [ "$dt" -lt 1500 ]
+}
+answered_after mid-stream
 curl -s --max-time 0.7 -o /dev/null $S/v1/completions -d "{\"prompt\":\"Once\",$LONG}"
-t=$(now_ms)
-st=$(http POST $S/v1/completions -d '{"prompt":"Hi","max_tokens":4,"temperature":0}')
-dt=$(( $(now_ms) - t ))
-check "next request answered 200 after a non-streaming hangup ($st)" [ "$st" = 200 ]
-check "... promptly (${dt} ms < 1500)" [ "$dt" -lt 1500 ]
+answered_after non-streaming
 http GET $S/metrics >/dev/null
 check "metrics count the cancellations" grep -q '^specdec_cancelled_total [2-9]' "$TMP/body"
 

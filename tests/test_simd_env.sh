@@ -4,12 +4,8 @@
 # classic text of the same level. Levels sum in different orders, so the text of two levels is
 # compared for information only (a near-tie may flip between them). A name the machine cannot run
 # is refused (test_cli_errors.sh).
-set -u
-BIN=${SPECDEC_BIN:?}
-SRC=${SPECDEC_SOURCE_DIR:?}
-MODEL=$SRC/models/qwen3-kernel
-T=$(mktemp -d /tmp/sdsimd-XXXXXX)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/cli_lib.sh"
+MODEL=$M
 P=$'// FILE: fs/x.c\n#include <linux/fs.h>\n\nstatic int'
 fail=0; ran=0
 "$BIN" run -m "$MODEL" -n 24 --threads 2 -p "$P" > "$T/default" 2> /dev/null || { echo "FAIL: default run"; exit 1; }

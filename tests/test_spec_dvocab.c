@@ -146,10 +146,8 @@ int main(void) {
     specdec_model *m = NULL;
     CHECK(specdec_model_load(tdir, NULL, &m, &err) == SPECDEC_OK, "load: %s", err.msg);
     if (!m) return check_finish("test_spec_dvocab");
-    specdec_ctx_params cp = specdec_ctx_default_params();
-    cp.n_ctx = 256; cp.n_threads = 2;
-    specdec_ctx *c = NULL;
-    CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+    specdec_ctx *c = ts_ctx(m, 256, 2, &err);
+    CHECK(c != NULL, "ctx: %s", err.msg);
     specdec_drafter *full = NULL, *dperm = NULL, *dsub = NULL, *ng = NULL;
     CHECK(specdec_drafter_init_mtp(m, &full, &err) == SPECDEC_OK, "mtp: %s", err.msg);
     CHECK(specdec_drafter_init_mtp(m, &dperm, &err) == SPECDEC_OK, "mtp: %s", err.msg);

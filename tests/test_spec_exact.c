@@ -75,10 +75,8 @@ int main(void) {
 
     int threads[3] = {1, 2, 3};
     for (int ti = 0; ti < 3; ti++) {
-        specdec_ctx_params cp = specdec_ctx_default_params();
-        cp.n_ctx = 256; cp.n_threads = threads[ti];
-        specdec_ctx *c = NULL;
-        CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+        specdec_ctx *c = ts_ctx(m, 256, threads[ti], &err);
+        CHECK(c != NULL, "ctx: %s", err.msg);
         if (!c) continue;
         specdec_gen_params gp = specdec_gen_default_params();
         gp.ignore_eos = true;
@@ -115,10 +113,8 @@ int main(void) {
 
     /* the context window running out: n_ctx 48, long budget; K is shrunk near the end */
     {
-        specdec_ctx_params cp = specdec_ctx_default_params();
-        cp.n_ctx = 48; cp.n_threads = 2;
-        specdec_ctx *c = NULL;
-        CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+        specdec_ctx *c = ts_ctx(m, 48, 2, &err);
+        CHECK(c != NULL, "ctx: %s", err.msg);
         specdec_gen_params gp = specdec_gen_default_params();
         gp.ignore_eos = true; gp.max_tokens = 100;
         for (int di = 0; c && di < 3; di++)
@@ -128,10 +124,8 @@ int main(void) {
 
     /* EOS inside a block: make a token the model emits an eos id (rewrite config.json, reload) */
     {
-        specdec_ctx_params cp = specdec_ctx_default_params();
-        cp.n_ctx = 256; cp.n_threads = 2;
-        specdec_ctx *c = NULL;
-        CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+        specdec_ctx *c = ts_ctx(m, 256, 2, &err);
+        CHECK(c != NULL, "ctx: %s", err.msg);
         specdec_gen_params gp = specdec_gen_default_params();
         gp.ignore_eos = true; gp.max_tokens = 40;
         int32_t *ref = NULL; int nref = 0;
@@ -148,7 +142,8 @@ int main(void) {
         specdec_drafter_init_ngram(0, &d2[0], &err);
         specdec_drafter_init_mtp(m2, &d2[1], &err);
         specdec_drafter_init_model(m2, ddir, &d2[2], &err);
-        CHECK(m2 && specdec_ctx_init(m2, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+        c = m2 ? ts_ctx(m2, 256, 2, &err) : NULL;
+        CHECK(c != NULL, "ctx: %s", err.msg);
         gp.ignore_eos = false;
         for (int di = 0; c && di < 3; di++)
             for (int K = 2; K <= 16; K++) {

@@ -16,16 +16,13 @@ int main(void) {
     if (!tm_mkdtemp(tdir, sizeof tdir)) { CHECK(0, "mkdtemp"); return check_finish("test_spec_mtp"); }
     ts_dims dm = ts_default();
     dm.fc_hidden = 0.5f;   /* the hidden half matters: a pairing mistake changes the drafts */
-    CHECK(ts_write_pair(tdir, NULL, &dm, 11, NULL, 0) == 0, "write model");
     specdec_err err = {0};
-    specdec_model *m = NULL;
-    CHECK(specdec_model_load(tdir, NULL, &m, &err) == SPECDEC_OK, "load: %s", err.msg);
+    specdec_model *m = ts_pair_load(tdir, NULL, &dm, 11, &err);
+    CHECK(m != NULL, "model: %s", err.msg);
     if (!m || !m->w.mtp) { CHECK(0, "no mtp module"); return check_finish("test_spec_mtp"); }
     int V = dm.V, H = dm.H;
-    specdec_ctx_params cp = specdec_ctx_default_params();
-    cp.n_ctx = 256; cp.n_threads = 2;
-    specdec_ctx *c = NULL;
-    CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+    specdec_ctx *c = ts_ctx(m, 256, 2, &err);
+    CHECK(c != NULL, "ctx: %s", err.msg);
     specdec_drafter *d = NULL;
     CHECK(specdec_drafter_init_mtp(m, &d, &err) == SPECDEC_OK, "mtp: %s", err.msg);
     /* no MTP module: a clear error */

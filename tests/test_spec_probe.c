@@ -14,15 +14,12 @@ int main(void) {
     char tdir[64];
     if (!tm_mkdtemp(tdir, sizeof tdir)) { CHECK(0, "mkdtemp"); return check_finish("test_spec_probe"); }
     ts_dims dm = ts_default();
-    CHECK(ts_write_pair(tdir, NULL, &dm, 5, NULL, 0) == 0, "write model");
     specdec_err err = {0};
-    specdec_model *m = NULL;
-    CHECK(specdec_model_load(tdir, NULL, &m, &err) == SPECDEC_OK, "load: %s", err.msg);
+    specdec_model *m = ts_pair_load(tdir, NULL, &dm, 5, &err);
+    CHECK(m != NULL, "model: %s", err.msg);
     if (!m) return check_finish("test_spec_probe");
-    specdec_ctx_params cp = specdec_ctx_default_params();
-    cp.n_ctx = 256; cp.n_threads = 2;
-    specdec_ctx *c = NULL;
-    CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+    specdec_ctx *c = ts_ctx(m, 256, 2, &err);
+    CHECK(c != NULL, "ctx: %s", err.msg);
     int32_t prompt[9] = {3, 14, 15, 92, 65, 35, 89, 79, 32};
     specdec_gen_params gp = specdec_gen_default_params();
     gp.ignore_eos = true; gp.max_tokens = 50;

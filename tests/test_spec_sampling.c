@@ -25,15 +25,12 @@ int main(void) {
     char tdir[64], ddir[64];
     if (!tm_mkdtemp(tdir, sizeof tdir) || !tm_mkdtemp(ddir, sizeof ddir)) { CHECK(0, "mkdtemp"); return check_finish("test_spec_sampling"); }
     ts_dims dm = {V, 32, 64, 4, 2, 8, 512, 1.6f, 0.05f};
-    CHECK(ts_write_pair(tdir, ddir, &dm, 21, NULL, 0) == 0, "write models");
     specdec_err err = {0};
-    specdec_model *m = NULL;
-    CHECK(specdec_model_load(tdir, NULL, &m, &err) == SPECDEC_OK, "load: %s", err.msg);
+    specdec_model *m = ts_pair_load(tdir, ddir, &dm, 21, &err);
+    CHECK(m != NULL, "models: %s", err.msg);
     if (!m) return check_finish("test_spec_sampling");
-    specdec_ctx_params cp = specdec_ctx_default_params();
-    cp.n_ctx = 128; cp.n_threads = 1;
-    specdec_ctx *c = NULL;
-    CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+    specdec_ctx *c = ts_ctx(m, 128, 1, &err);
+    CHECK(c != NULL, "ctx: %s", err.msg);
     const char *names[3] = {"ngram", "mtp", "model"};
     specdec_drafter *dr[3] = {0};
     char mspec[128];

@@ -36,11 +36,9 @@ int main(void) {
     char tdir[64];
     if (!tm_mkdtemp(tdir, sizeof tdir)) { CHECK(0, "mkdtemp"); return check_finish("test_spec_stats"); }
     ts_dims dm = ts_default();
-    CHECK(ts_write_pair(tdir, NULL, &dm, 5, NULL, 0) == 0, "write target");
     specdec_err err = {0};
-    specdec_model *m = NULL;
-    specdec_model_params mp = specdec_model_default_params();
-    CHECK(specdec_model_load(tdir, &mp, &m, &err) == SPECDEC_OK, "load: %s", err.msg);
+    specdec_model *m = ts_pair_load(tdir, NULL, &dm, 5, &err);
+    CHECK(m != NULL, "target: %s", err.msg);
     if (!m) return check_finish("test_spec_stats");
     specdec_ctx_params cp = specdec_ctx_default_params();
     cp.n_ctx = 256; cp.n_threads = 1;

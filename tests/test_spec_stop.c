@@ -53,10 +53,8 @@ int main(void) {
     specdec_model *m = NULL;
     CHECK(specdec_model_load(tdir, NULL, &m, &err) == SPECDEC_OK, "load: %s", err.msg);
     if (!tok || !m) return check_finish("test_spec_stop");
-    specdec_ctx_params cp = specdec_ctx_default_params();
-    cp.n_ctx = 256; cp.n_threads = 2;
-    specdec_ctx *c = NULL;
-    CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+    specdec_ctx *c = ts_ctx(m, 256, 2, &err);
+    CHECK(c != NULL, "ctx: %s", err.msg);
     int32_t *prompt = NULL; size_t np = 0;
     CHECK(specdec_tokenize(tok, "abcabcabc", 9, &prompt, &np, &err) == SPECDEC_OK && np == 9, "tokenize: %s", err.msg);
     specdec_drafter *dr[3] = {0};

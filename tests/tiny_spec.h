@@ -118,4 +118,25 @@ static inline int ts_write_pair(const char *tdir, const char *ddir, const ts_dim
     return 0;
 }
 
+/* Write the pair (ts_write_pair, no eos ids) and load the target; NULL, with err filled, when either
+ * fails. */
+static inline specdec_model *ts_pair_load(const char *tdir, const char *ddir, const ts_dims *d, uint64_t seed,
+                                          specdec_err *err) {
+    specdec_model *m = NULL;
+    if (ts_write_pair(tdir, ddir, d, seed, NULL, 0) != 0) {
+        snprintf(err->msg, sizeof err->msg, "could not write the tiny model pair into %s", tdir);
+        return NULL;
+    }
+    return specdec_model_load(tdir, NULL, &m, err) == SPECDEC_OK ? m : NULL;
+}
+
+/* A context on m with n_ctx positions and n_threads threads; NULL, with err filled, on failure. */
+static inline specdec_ctx *ts_ctx(specdec_model *m, int n_ctx, int n_threads, specdec_err *err) {
+    specdec_ctx_params cp = specdec_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = n_threads;
+    specdec_ctx *c = NULL;
+    return specdec_ctx_init(m, &cp, &c, err) == SPECDEC_OK ? c : NULL;
+}
+
 #endif

@@ -93,6 +93,17 @@ static specdec_status target_config(const sd_config *s, const specdec_inflate_pa
     return SPECDEC_OK;
 }
 
+/* The shape keys of config c into o (head_dim too when with_head_dim), in config.json's names. */
+static void set_shape_keys(json_t *o, const sd_config *c, bool with_head_dim) {
+    json_object_set_new(o, "hidden_size", json_integer(c->hidden_size));
+    json_object_set_new(o, "intermediate_size", json_integer(c->intermediate_size));
+    json_object_set_new(o, "num_hidden_layers", json_integer(c->n_layers));
+    json_object_set_new(o, "num_attention_heads", json_integer(c->n_heads));
+    json_object_set_new(o, "num_key_value_heads", json_integer(c->n_kv_heads));
+    if (with_head_dim) json_object_set_new(o, "head_dim", json_integer(c->head_dim));
+    json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tie_word_embeddings));
+}
+
 /* IN's config.json with the target's shape keys, a record of the inflation, and the output's
  * quantization block. Keys of the source that count layers follow the new layer count. */
 typedef struct cfg_edit { const sd_config *s, *d; const specdec_inflate_params *p; } cfg_edit;
@@ -100,22 +111,11 @@ static void edit_config(json_t *root, void *user) {
     const cfg_edit *ce = user;
     const sd_config *s = ce->s, *d = ce->d;
     json_t *rec = json_object();
-    json_object_set_new(rec, "hidden_size", json_integer(s->hidden_size));
-    json_object_set_new(rec, "intermediate_size", json_integer(s->intermediate_size));
-    json_object_set_new(rec, "num_hidden_layers", json_integer(s->n_layers));
-    json_object_set_new(rec, "num_attention_heads", json_integer(s->n_heads));
-    json_object_set_new(rec, "num_key_value_heads", json_integer(s->n_kv_heads));
-    json_object_set_new(rec, "tie_word_embeddings", json_boolean(s->tie_word_embeddings));
+    set_shape_keys(rec, s, false);
     json_object_set_new(rec, "fill", json_string(ce->p->fill_zero ? "zero" : "random"));
     json_object_set_new(rec, "seed", json_integer((json_int_t)ce->p->seed));
     json_object_set_new(root, "inflated_from", rec);
-    json_object_set_new(root, "hidden_size", json_integer(d->hidden_size));
-    json_object_set_new(root, "intermediate_size", json_integer(d->intermediate_size));
-    json_object_set_new(root, "num_hidden_layers", json_integer(d->n_layers));
-    json_object_set_new(root, "num_attention_heads", json_integer(d->n_heads));
-    json_object_set_new(root, "num_key_value_heads", json_integer(d->n_kv_heads));
-    json_object_set_new(root, "head_dim", json_integer(d->head_dim));
-    json_object_set_new(root, "tie_word_embeddings", json_boolean(d->tie_word_embeddings));
+    set_shape_keys(root, d, true);
     if (json_is_integer(json_object_get(root, "max_window_layers")))
         json_object_set_new(root, "max_window_layers", json_integer(d->n_layers));
     json_t *lt = json_object_get(root, "layer_types");   /* transformers 5: one entry per layer */

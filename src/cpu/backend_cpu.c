@@ -4,6 +4,7 @@
  * copies, and every position is read straight from its int32. The seeded sampler and the argmax
  * are the host ones (src/sample/), so a CPU round chooses exactly as classic decoding always has. */
 #include "backend/backend.h"
+#include "backend/walk_step.h"
 #include "cpu/ops.h"
 #include "cpu/ops_internal.h"
 #include "cpu/pool.h"
@@ -205,14 +206,7 @@ static specdec_status cpu_sample(sd_backend *b, const specdec_sampling_params *p
 
 static specdec_status cpu_walk(sd_backend *b, int32_t *blk, int nd, const int32_t *choice, int32_t *emit, int32_t *pos,
                                int32_t *pos_prev) {
-    int acc = 0;
-    while (acc < nd && blk[1 + acc] == choice[acc]) acc++;
-    emit[0] = acc + 1;
-    for (int j = 0; j < acc; j++) emit[1 + j] = blk[1 + j];
-    emit[1 + acc] = choice[acc];
-    blk[0] = choice[acc];
-    *pos_prev = *pos;
-    *pos += acc + 1;
+    sd_walk_step(blk, nd, choice, emit, pos, pos_prev);
     b->stats.ops++;
     return SPECDEC_OK;
 }

@@ -1,9 +1,9 @@
 /* common.cuh: device helpers the kernel files share (CUDA C++ only). Bit casts and the 16-bit
- * float conversions compile for host and device (__host__ __device__), so the self-check
- * (selfcheck.cu) can run the very functions the kernels use on the CPU and compare them with
- * src/util/dtype.h; loads of a run-time float dtype; the argmax comparator; warp reductions in
- * a fixed xor-butterfly order (lane l adds lane l^m, which is commutative, so every lane ends
- * with the same bits and the order depends only on the warp width). */
+ * float conversions are util/bits.h, compiled here for host and device from the C engine's source
+ * (selfcheck.cu runs them, built by the CUDA toolchain, against references); loads of a run-time
+ * float dtype; the argmax comparator; warp reductions in a fixed xor-butterfly order (lane l adds
+ * lane l^m, which is commutative, so every lane ends with the same bits and the order depends only
+ * on the warp width). */
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -11,87 +11,13 @@
 #include <stdint.h>
 #include <string.h>
 #include "cuda/dev.h"
+#include "util/bits.h"
 
 #define SDC_HD __host__ __device__ __forceinline__
 #define SDC_D __device__ __forceinline__
 
-SDC_HD float sdc_u2f(uint32_t u) {
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-#endif
-}
-SDC_HD uint32_t sdc_f2u(float f) {
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(f);
-#else
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-#endif
-}
-SDC_HD double sdc_u2d(uint64_t u) {
-#ifdef __CUDA_ARCH__
-    return __longlong_as_double((long long)u);
-#else
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-#endif
-}
-SDC_HD uint64_t sdc_d2u(double d) {
-#ifdef __CUDA_ARCH__
-    return (uint64_t)__double_as_longlong(d);
-#else
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
-#endif
-}
-
-/* ---- 16-bit floats: bit for bit src/util/dtype.h ---- */
-SDC_HD float sdc_bf16_to_f32(uint16_t h) { return sdc_u2f((uint32_t)h << 16); }
-SDC_HD uint16_t sdc_f32_to_bf16(float f) {
-    uint32_t u = sdc_f2u(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-/* f16 -> f32 by the bits (dtype.c's algorithm; kernels on hot paths use the hardware convert,
- * which gives the same value for every non-NaN input). */
-SDC_HD float sdc_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1f, man = h & 0x3ffu, u;
-    if (ex == 0) {
-        if (man == 0) u = sign;
-        else {
-            ex = 127 - 15 + 1;
-            while (!(man & 0x400u)) { man <<= 1; ex--; }
-            man &= 0x3ffu;
-            u = sign | (ex << 23) | (man << 13);
-        }
-    } else if (ex == 31) u = sign | 0x7f800000u | (man << 13);
-    else u = sign | ((ex + 127 - 15) << 23) | (man << 13);
-    return sdc_u2f(u);
-}
-SDC_HD uint16_t sdc_f32_to_f16(float f) {
-    uint32_t u = sdc_f2u(f);
-    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
-    if (a < 0x38800000u) {
-        if (a < 0x33000000u) return (uint16_t)sign;
-        uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-        uint32_t sh = 126 - e;
-        uint32_t q = m >> sh, rem = m & ((1u << sh) - 1), half = 1u << (sh - 1);
-        if (rem > half || (rem == half && (q & 1))) q++;
-        return (uint16_t)(sign | q);
-    }
-    uint32_t r = a + 0xfffu + ((a >> 13) & 1u) - (0x70u << 23);
-    return (uint16_t)(sign | (r >> 13));
-}
+/* Bit casts (sd_u2f, sd_f2u, sd_u2d, sd_d2u) and the 16-bit float conversions (sd_bf16_to_f32,
+ * sd_f32_to_bf16, sd_f16_to_f32, sd_f32_to_f16): util/bits.h, the C engine's own source. */
 
 /* Element i of a float array of run-time dtype dt (SDC_F32 / SDC_F16 / SDC_BF16), read through
  * the read-only cache. */
@@ -105,7 +31,7 @@ SDC_D float sdc_ldf(const void *p, size_t i, int dt) {
 /* ---- argmax candidates ---- */
 SDC_HD sdc_best sdc_best_none(void) {
     sdc_best b;
-    b.v = sdc_u2f(0x7fc00000u);
+    b.v = sd_u2f(0x7fc00000u);
     b.i = -1;
     return b;
 }

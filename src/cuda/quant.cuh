@@ -16,10 +16,10 @@ template <int BITS> SDC_HD int sdc_mm_qpos(int k) {
 template <int BITS> SDC_HD float sdc_mm_qval(uint32_t w, int k) {
     const uint32_t v = BITS == 4 ? (k < 5 ? w : (w >> 12)) : (k < 2 ? w : (w >> 16));
     const uint32_t mask = (BITS == 4 ? 0xFu : 0xFFu) << sdc_mm_qpos<BITS>(k);
-    return sdc_u2f((v & mask) | 0x4B000000u) - 8388608.0f;
+    return sd_u2f((v & mask) | 0x4B000000u) - 8388608.0f;
 }
 /* 2^-p for code k */
-template <int BITS> SDC_HD float sdc_mm_xscale(int k) { return sdc_u2f((uint32_t)(127 - sdc_mm_qpos<BITS>(k)) << 23); }
+template <int BITS> SDC_HD float sdc_mm_xscale(int k) { return sd_u2f((uint32_t)(127 - sdc_mm_qpos<BITS>(k)) << 23); }
 /* A 16-byte chunk (4 words) is read as float4 granules of 4 columns: granule m's codes are in
  * word sdc_mm_gword(m), codes sdc_mm_gcode(m) .. +3 (4-bit: 8 codes a word, two granules;
  * 8-bit: 4 codes, one granule). */

@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(SMP_THREADS) smp_gumbel(const sdc_sample_param
     if (p.greedy || am.i < 0 || !isfinite(am.v)) return;   /* smp_finish answers without part_b */
     const double zmax = (double)am.v / p.temp;
     const int64_t pos = (int64_t)sdc_pos(p.pos_base, p.pos_off, 0) + t;
-    const double thr = zmax + sdc_gumbel_of_bits(sdc_rng_bits(p.seed, pos, 0u, (uint32_t)am.i));
+    const double thr = zmax + sd_gumbel_of(sd_rng_bits_of(p.seed, pos, 0u, (uint32_t)am.i));
     const float *row = p.logits + (size_t)t * (size_t)p.n;
     const int lo = blockIdx.x * SMP_CHUNK, hi = min(p.n, lo + SMP_CHUNK);
     sdc_dbest b;

@@ -13,6 +13,7 @@
 #ifndef SD_RNG_H
 #define SD_RNG_H
 #include <stdint.h>
+#include "sample/rng_core.h"
 
 /* Streams: independent families of numbers at one position. */
 enum {
@@ -51,17 +52,7 @@ double sd_gumbel_of_bits(uint64_t bits);
 /* An upper bound of sd_gumbel_of_bits(bits) from the exponent of 1 - u alone (a few exact
  * operations): -floor(log2(1 - u)) ln2 + 1e-9. Seeded sampling skips a token when
  * z + bound < best-so-far, which can never change the argmax. */
-static inline double sd_gumbel_bound_of_bits(uint64_t bits) {
-    /* g = -log(-log u) <= -log(1 - u) since -log u >= 1 - u. 1 - u = (w + 0.5) 2^-52 with
-     * w = 2^52 - 1 - bits is exact in double; with 1 - u >= 2^e (e its binary exponent),
-     * g <= -e ln2. The 1e-9 covers the rounding of sd_gumbel_of_bits (< 1e-13 absolute).
-     * Integer <-> double moves go through the bits of 2^52 + n (exact, and vectorizable). */
-    union { uint64_t b; double d; } w, om, e;
-    w.b = 0x4330000000000000ull | (bits ^ 0x000fffffffffffffull);
-    om.d = (w.d - 4503599627370496.0 + 0.5) * (1.0 / 4503599627370496.0);
-    e.b = 0x4330000000000000ull + (om.b >> 52);
-    return -(e.d - (4503599627370496.0 + 1023.0)) * 0x1.62e42fefa39efp-1 + 1e-9;
-}
+static inline double sd_gumbel_bound_of_bits(uint64_t bits) { return sd_gumbel_bound_of(bits); }
 
 /* Natural log for finite normal x > 0 (other inputs: unspecified finite or non-finite value,
  * never UB). Bitwise reproducible; relative error below 4e-16 (tested against libm). */

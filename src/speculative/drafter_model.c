@@ -6,10 +6,12 @@
  * further draft. */
 #include "speculative/drafter.h"
 #include "model/ctx.h"
+#include "tok/tok_compare.h"
 #include "util/err.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct dmodel {
     const specdec_model *target;
@@ -173,30 +175,15 @@ static const sd_drafter_vt model_vt = {
     .reset = dm_reset, .release = dm_unbind, .profile = dm_profile, .free = dm_free,
 };
 
-/* Both directories' tokenizer.json must match byte for byte when both exist. */
+/* Both directories' tokenizer.json must give the same ids when both exist (sd_tok_file_compare:
+ * what decides the ids, not the bytes, so a differently formatted copy of one tokenizer passes). */
 static specdec_status same_tokenizer(const char *a, const char *b, specdec_err *err) {
     char pa[1100], pb[1100];
     snprintf(pa, sizeof pa, "%s/tokenizer.json", a);
     snprintf(pb, sizeof pb, "%s/tokenizer.json", b);
-    FILE *fa = fopen(pa, "rb"), *fb = fopen(pb, "rb");
-    specdec_status st = SPECDEC_OK;
-    if (fa && fb) {
-        char ba[65536], bb[65536];
-        long off = 0;
-        for (;;) {
-            size_t na = fread(ba, 1, sizeof ba, fa), nb = fread(bb, 1, sizeof bb, fb);
-            if (na != nb || memcmp(ba, bb, na) != 0) {
-                st = sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "draft model %s: tokenizer.json differs from the target's "
-                             "(%s) near byte %ld", pb, pa, off);
-                break;
-            }
-            if (na == 0) break;
-            off += (long)na;
-        }
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return st;
+    struct stat sa, sb;
+    if (stat(pa, &sa) != 0 || stat(pb, &sb) != 0) return SPECDEC_OK;
+    return sd_tok_file_compare(pa, pb, err);
 }
 
 specdec_status sd_drafter_model_new(const specdec_model *target, const char *dir, specdec_drafter **out,

@@ -2,6 +2,7 @@
 #include "speculative/spec_internal.h"
 #include "util/err.h"
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,8 +62,6 @@ void specdec_spec_stats_summary(const specdec_spec_stats *s, char *buf, size_t n
     if (s->inexact) AP(" INEXACT (allow_inexact)");
     if (!s->block_size) AP("; auto width %d", s->auto_width);
     if (s->profiled) {
-        double tot = s->prof_upload_ms + s->prof_embed_ms + s->prof_layers_ms + s->prof_head_ms + s->prof_sample_ms +
-                     s->prof_readback_ms;
         AP("; drafter profile (synchronized, %lld steps, ms/step): upload %.4f input %.4f layers %.4f head %.4f sample %.4f "
            "readback %.4f, profiling overhead %.3f ms (%.1f%% of draft)",
            (long long)s->profile_steps, per_round(s->prof_upload_ms, s->profile_steps),
@@ -70,11 +69,41 @@ void specdec_spec_stats_summary(const specdec_spec_stats *s, char *buf, size_t n
            per_round(s->prof_head_ms, s->profile_steps), per_round(s->prof_sample_ms, s->profile_steps),
            per_round(s->prof_readback_ms, s->profile_steps), s->prof_overhead_ms,
            s->draft_ms > 0 ? 100.0 * s->prof_overhead_ms / s->draft_ms : 0.0);
-        (void)tot;
     } else {
         AP("; drafter steps unattributed (no --profile-drafter)");
     }
 #undef AP
+}
+
+/* Fields written to JSON as they are, by name and place in the stats (in the order written). */
+typedef struct { const char *key; size_t off; } field;
+#define F(k, m) {k, offsetof(specdec_spec_stats, m)}
+static const field int_fields[] = {
+    F("rounds", rounds), F("drafted", drafted), F("projected", projected), F("accepted", accepted),
+    F("emitted_in_rounds", emitted), F("zero_accept_rounds", zero_accept_rounds),
+    F("partial_accept_rounds", partial_accept_rounds), F("full_accept_rounds", full_accept_rounds),
+};
+static const field phase_fields[] = {
+    F("round", round_ms), F("draft", draft_ms), F("verify", verify_ms), F("walk", walk_ms),
+    F("finalize", finalize_ms), F("accept", accept_ms), F("residual", residual_ms), F("prefill", prefill_ms),
+    F("drafter_prefill", drafter_prefill_ms), F("probe", probe_ms),
+};
+static const field gen_real_fields[] = {
+    F("prefill_ms", gen.prefill_ms), F("decode_ms", gen.decode_ms), F("decode_tok_s", gen.decode_tok_s),
+};
+static const field profile_fields[] = {
+    F("upload_ms", prof_upload_ms), F("input_ms", prof_embed_ms), F("layers_ms", prof_layers_ms),
+    F("head_ms", prof_head_ms), F("sample_ms", prof_sample_ms), F("readback_ms", prof_readback_ms),
+    F("overhead_ms", prof_overhead_ms),
+};
+#undef F
+#define N_OF(a) (sizeof(a) / sizeof(a[0]))
+
+static void set_ints(json_t *o, const specdec_spec_stats *s, const field *f, size_t n) {
+    for (size_t i = 0; i < n; i++) json_object_set_new(o, f[i].key, json_integer(*(const int64_t *)((const char *)s + f[i].off)));
+}
+static void set_reals(json_t *o, const specdec_spec_stats *s, const field *f, size_t n) {
+    for (size_t i = 0; i < n; i++) json_object_set_new(o, f[i].key, json_real(*(const double *)((const char *)s + f[i].off)));
 }
 
 specdec_status specdec_spec_stats_write_json(const specdec_spec_stats *s, const char *path, specdec_err *err) {
@@ -82,14 +111,7 @@ specdec_status specdec_spec_stats_write_json(const specdec_spec_stats *s, const 
     json_object_set_new(o, "speculated", json_boolean(s->speculated));
     json_object_set_new(o, "block_size", s->block_size ? json_integer(s->block_size) : json_string("auto"));
     json_object_set_new(o, "tau", json_real(s->tau));
-    json_object_set_new(o, "rounds", json_integer(s->rounds));
-    json_object_set_new(o, "drafted", json_integer(s->drafted));
-    json_object_set_new(o, "projected", json_integer(s->projected));
-    json_object_set_new(o, "accepted", json_integer(s->accepted));
-    json_object_set_new(o, "emitted_in_rounds", json_integer(s->emitted));
-    json_object_set_new(o, "zero_accept_rounds", json_integer(s->zero_accept_rounds));
-    json_object_set_new(o, "partial_accept_rounds", json_integer(s->partial_accept_rounds));
-    json_object_set_new(o, "full_accept_rounds", json_integer(s->full_accept_rounds));
+    set_ints(o, s, int_fields, N_OF(int_fields));
     json_t *abd = json_array(), *dad = json_array(), *aad = json_array(), *rw = json_object();
     for (int d = 1; d <= SPECDEC_SPEC_MAX_DEPTH && s->drafted_at_depth[d]; d++) {
         json_array_append_new(abd, json_real((double)s->accepted_at_depth[d] / (double)s->drafted_at_depth[d]));
@@ -108,16 +130,7 @@ specdec_status specdec_spec_stats_write_json(const specdec_spec_stats *s, const 
     json_object_set_new(o, "rounds_at_width", rw);
     if (!s->block_size) json_object_set_new(o, "auto_width", json_integer(s->auto_width));
     json_t *ph = json_object();
-    json_object_set_new(ph, "round", json_real(s->round_ms));
-    json_object_set_new(ph, "draft", json_real(s->draft_ms));
-    json_object_set_new(ph, "verify", json_real(s->verify_ms));
-    json_object_set_new(ph, "walk", json_real(s->walk_ms));
-    json_object_set_new(ph, "finalize", json_real(s->finalize_ms));
-    json_object_set_new(ph, "accept", json_real(s->accept_ms));
-    json_object_set_new(ph, "residual", json_real(s->residual_ms));
-    json_object_set_new(ph, "prefill", json_real(s->prefill_ms));
-    json_object_set_new(ph, "drafter_prefill", json_real(s->drafter_prefill_ms));
-    json_object_set_new(ph, "probe", json_real(s->probe_ms));
+    set_reals(ph, s, phase_fields, N_OF(phase_fields));
     json_object_set_new(o, "phases_ms", ph);
     json_t *pr = json_object();
     json_object_set_new(pr, "result", json_string(s->probe == 1 ? "passed" : s->probe == 0 ? "failed" : "not_run"));
@@ -128,9 +141,7 @@ specdec_status specdec_spec_stats_write_json(const specdec_spec_stats *s, const 
     json_t *g = json_object();
     json_object_set_new(g, "prompt_tokens", json_integer(s->gen.prompt_tokens));
     json_object_set_new(g, "generated_tokens", json_integer(s->gen.generated_tokens));
-    json_object_set_new(g, "prefill_ms", json_real(s->gen.prefill_ms));
-    json_object_set_new(g, "decode_ms", json_real(s->gen.decode_ms));
-    json_object_set_new(g, "decode_tok_s", json_real(s->gen.decode_tok_s));
+    set_reals(g, s, gen_real_fields, N_OF(gen_real_fields));
     json_object_set_new(g, "stop_reason", json_string(specdec_stop_reason_name(s->gen.stop_reason)));
     if (s->gen.seed <= (uint64_t)INT64_MAX) json_object_set_new(g, "seed", json_integer((json_int_t)s->gen.seed));
     else {   /* past what a JSON reader's int64 holds: the digits as a string */
@@ -143,13 +154,7 @@ specdec_status specdec_spec_stats_write_json(const specdec_spec_stats *s, const 
         json_t *p = json_object();
         json_object_set_new(p, "synchronized", json_true());
         json_object_set_new(p, "steps", json_integer(s->profile_steps));
-        json_object_set_new(p, "upload_ms", json_real(s->prof_upload_ms));
-        json_object_set_new(p, "input_ms", json_real(s->prof_embed_ms));
-        json_object_set_new(p, "layers_ms", json_real(s->prof_layers_ms));
-        json_object_set_new(p, "head_ms", json_real(s->prof_head_ms));
-        json_object_set_new(p, "sample_ms", json_real(s->prof_sample_ms));
-        json_object_set_new(p, "readback_ms", json_real(s->prof_readback_ms));
-        json_object_set_new(p, "overhead_ms", json_real(s->prof_overhead_ms));
+        set_reals(p, s, profile_fields, N_OF(profile_fields));
         json_object_set_new(o, "drafter_profile", p);
     } else {
         json_object_set_new(o, "drafter_profile", json_string("unattributed"));

@@ -1,27 +1,19 @@
-/* dtype.h: element sizes and scalar conversions between f32 and the 16-bit float formats.
- * bf16 conversion rounds to nearest even (as PyTorch does); NaN stays NaN. */
+/* dtype.h: element sizes, dtype names, and conversions of arrays between f32 and the 16-bit float
+ * formats (the scalar conversions are util/bits.h's). */
 #ifndef SD_DTYPE_H
 #define SD_DTYPE_H
 #include <stdint.h>
 #include <string.h>
 #include "specdec.h"
+#include "util/bits.h"
 
 /* Bytes per element, 0 for an invalid dtype. */
 size_t sd_dtype_size(specdec_dtype dt);
 /* Parse a safetensors dtype string ("F32", "BF16", ...). Returns -1 if unknown. */
 int sd_dtype_from_st(const char *s);
 
-static inline float sd_bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f;
-}
-static inline uint16_t sd_f32_to_bf16(float f) {
-    uint32_t u; memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-float sd_f16_to_f32(uint16_t h);
-uint16_t sd_f32_to_f16(float f);
+/* sd_bf16_to_f32, sd_f32_to_bf16, sd_f16_to_f32, sd_f32_to_f16: util/bits.h (shared with the
+ * CUDA kernels). */
 
 /* Element i of a float array of dtype dt (F32, F16 or BF16) as f32, read with memcpy: safe on the
  * unaligned pointers a mapping gives. The one scalar reader the engine's C code uses. */

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int cli_fail_err(const specdec_err *err) {
@@ -53,19 +54,43 @@ int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out) {
     return 0;
 }
 
+/* Loading progress on stderr (never stdout): on a terminal a bar redrawn in place; otherwise, once
+ * the load has taken longer than SPECDEC_PROGRESS_AFTER_MS (default 1000; 0: always), a line per
+ * 10% so a log shows that a large model is loading rather than hung. */
+typedef struct load_prog { bool tty; double t0_ms, after_ms; int last_decile; } load_prog;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 static bool progress(uint64_t done, uint64_t total, void *user) {
-    (void)user;
+    load_prog *p = user;
     int pct = total ? (int)(done * 100 / total) : 100;
-    fprintf(stderr, "\rloading weights: %3d%% (%llu / %llu MiB)", pct,
-            (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
-    if (done >= total) fputc('\n', stderr);
+    if (p->tty) {
+        fprintf(stderr, "\rloading weights: %3d%% (%llu / %llu MiB)", pct,
+                (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
+        if (done >= total) fputc('\n', stderr);
+        return true;
+    }
+    if (now_ms() - p->t0_ms < p->after_ms || pct / 10 == p->last_decile) return true;
+    p->last_decile = pct / 10;
+    fprintf(stderr, "loading weights: %3d%% (%llu / %llu MiB, %.1f s)\n", pct, (unsigned long long)(done >> 20),
+            (unsigned long long)(total >> 20), (now_ms() - p->t0_ms) / 1e3);
     return true;
 }
 
 specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m, specdec_err *err) {
     specdec_model_params mp = specdec_model_default_params();
     mp.load_mtp = load_mtp;
-    if (isatty(2)) mp.progress = progress;
+    load_prog lp = {isatty(2) != 0, now_ms(), 1000.0, -1};
+    const char *env = getenv("SPECDEC_PROGRESS_AFTER_MS");
+    if (env && *env) lp.after_ms = atof(env);
+    /* the callback also pages the weights in at load time (sd_st_prefault) rather than during the
+     * first forward, so the load is what takes the time the progress shows */
+    mp.progress = progress;
+    mp.progress_user = &lp;
     return specdec_model_load(dir, &mp, m, err);
 }
 

@@ -95,6 +95,20 @@ static specdec_status setup_drafters(srv_server *s, specdec_err *err) {
     return SPECDEC_OK;
 }
 
+/* A fatal error once the log format is chosen: a log line in that format (JSON consumers see it),
+ * the CLI's usual error otherwise. */
+static int serve_fail_err(const specdec_err *err) {
+    if (srv_log_format() != SRV_LOG_JSON) return cli_fail_err(err);
+    srv_log("error", "%s: %s", specdec_status_name(err->status), err->msg);
+    return 1;
+}
+
+static int serve_fail(const char *msg) {
+    if (srv_log_format() != SRV_LOG_JSON) return cli_fail("%s", msg);
+    srv_log("error", "%s", msg);
+    return 1;
+}
+
 int cmd_serve(int argc, char **argv) {
     const char *dir = NULL, *host = "127.0.0.1", *name = NULL, *draft = "auto", *draft_vocab = NULL;
     long port = 8080, queue = 16, timeout_s = 300, idle_s = 15, max_tokens = 0, max_header = 16384, v;
@@ -183,18 +197,18 @@ int cmd_serve(int argc, char **argv) {
     struct MHD_Daemon *d = NULL;
     if (specdec_tokenizer_load(dir, &s.tok, &err) || cli_load_model(dir, true, &s.model, &err) ||
         specdec_ctx_init(s.model, &cp, &s.ctx, &err)) {
-        rc = cli_fail_err(&err);
+        rc = serve_fail_err(&err);
         goto done;
     }
     specdec_model_get_info(s.model, &s.info);
     s.n_ctx = cp.n_ctx ? cp.n_ctx : s.info.max_position_embeddings;
-    if (setup_drafters(&s, &err)) { rc = cli_fail_err(&err); goto done; }
+    if (setup_drafters(&s, &err)) { rc = serve_fail_err(&err); goto done; }
     s.tpl_problem = template_problem(s.tok, &s.tpl);
     if (s.tpl_problem) srv_log("warning", "/v1/chat/completions disabled: %s\n", s.tpl_problem);
-    if (!srv_worker_start(&s)) { rc = cli_fail("cannot start the worker thread"); goto done; }
+    if (!srv_worker_start(&s)) { rc = serve_fail("cannot start the worker thread"); goto done; }
     char why[256];
     d = srv_http_start(&s, host, (int)port, why, sizeof why);
-    if (!d) { rc = cli_fail("%s", why); goto done; }
+    if (!d) { rc = serve_fail(why); goto done; }
     srv_log("info", "listening on http://%s:%ld (model '%s', context %d, queue %d%s)\n", host, port,
             s.model_name, s.n_ctx, s.queue_cap, api_key ? ", API key required" : "");
     int sig = 0;

@@ -389,6 +389,28 @@ def valid_masks(x, g, D, exact=True):
     return masks
 
 
+# ----------------------------------------------------------------------------- arguments
+
+def add_train_args(ap, seed, lr, train_seconds, batch, warmup, calib_steps, eval_windows):
+    """The arguments both training stages take (time budget, batch, schedule, evaluation), with the
+    stage's defaults; the ones given as None are filled in after parsing, from --smoke."""
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--seed", type=int, default=seed)
+    ap.add_argument("--train-seconds", type=float, default=None, help="default %g (smoke 20)" % train_seconds)
+    ap.add_argument("--steps", type=int, default=0, help="fixed step count (skips calibration)")
+    ap.add_argument("--batch", type=int, default=None, help="default %d (smoke %d)" % batch)
+    ap.add_argument("--seq", type=int, default=None, help="default 1024 (smoke 256)")
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument("--min-lr-frac", type=float, default=0.02)
+    ap.add_argument("--warmup", type=int, default=None, help="default %d (smoke 5)" % warmup)
+    ap.add_argument("--wd", type=float, default=0.1)
+    ap.add_argument("--calib-steps", type=int, default=None, help="default %d (smoke 10)" % calib_steps)
+    ap.add_argument("--eval-every", type=int, default=None, help="default 500 (smoke 20)")
+    ap.add_argument("--eval-windows", type=int, default=eval_windows)
+    ap.add_argument("--log-every", type=int, default=25)
+    ap.add_argument("--no-compile", action="store_true")
+
+
 # ----------------------------------------------------------------------------- io helpers
 def load_tokens(path):
     import numpy as np

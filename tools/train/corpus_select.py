@@ -105,6 +105,20 @@ def write_split(path, items):
 FUNC_RE = re.compile(r"^(static\s+|inline\s+|const\s+|unsigned\s+|struct\s+)*[A-Za-z_][\w]*[\s\*]+[A-Za-z_]\w*\(")
 
 
+def grow_window(lines, i, hi, stop=None):
+    """Lines i, i+1, ... joined with newlines while the text stays within hi characters; stop(w,
+    line), when given, ends the window after the line just added."""
+    w = ""
+    for ln2 in lines[i:]:
+        nxt = w + ln2 + "\n"
+        if len(nxt) > hi:
+            break
+        w = nxt
+        if stop and stop(w, ln2):
+            break
+    return w
+
+
 def c_windows(text, lo=300, hi=600):
     """Candidate windows that start at a function definition line (column 0, previous line
     blank or a comment end) and end at a line break, lo <= len <= hi."""
@@ -118,14 +132,7 @@ def c_windows(text, lo=300, hi=600):
             continue
         if ln.startswith(("return", "if", "else", "for", "while", "switch", "do")):
             continue
-        w = ""
-        for ln2 in lines[i:]:
-            nxt = w + ln2 + "\n"
-            if len(nxt) > hi:
-                break
-            w = nxt
-            if len(w) >= lo and ln2.strip() in ("}", "};", ""):
-                break
+        w = grow_window(lines, i, hi, lambda w, ln2: len(w) >= lo and ln2.strip() in ("}", "};", ""))
         if lo <= len(w) <= hi and "{" in w:
             out.append((i + 1, w))
     return out
@@ -149,12 +156,7 @@ def en_windows(text, lo=300, hi=600):
     for i, ln in enumerate(lines):
         if i == 0 or lines[i - 1].strip() != "" or not ln[:1].isalpha():
             continue
-        w = ""
-        for ln2 in lines[i:]:
-            nxt = w + ln2 + "\n"
-            if len(nxt) > hi:
-                break
-            w = nxt
+        w = grow_window(lines, i, hi)
         # end at a paragraph end if one is inside the window past lo
         cut = w.rfind("\n\n")
         if cut + 2 >= lo:

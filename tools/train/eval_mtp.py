@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 from common import KVCache, load_export, read_prompts, save_json  # noqa: E402
+from counts import median_tau, sum_counts  # noqa: E402
 
 
 class Ref:
@@ -115,13 +116,7 @@ class Ref:
 
 
 def summarize(rows, K):
-    tot = {"rounds": 0, "emitted": 0, "drafted": 0, "accepted": 0, "reached": [0] * (K - 1), "acc": [0] * (K - 1)}
-    for r in rows:
-        for k in ("rounds", "emitted", "drafted", "accepted"):
-            tot[k] += r[k]
-        for i in range(K - 1):
-            tot["reached"][i] += r["reached"][i]
-            tot["acc"][i] += r["acc"][i]
+    tot = sum_counts(rows, K, ("rounds", "emitted", "drafted", "accepted"), ("reached", "acc"))
     R = max(1, tot["rounds"])
     return {"prompts": len(rows), "rounds": tot["rounds"], "emitted": tot["emitted"],
             "tau": tot["emitted"] / R, "mean_accepted": tot["accepted"] / R,
@@ -129,7 +124,7 @@ def summarize(rows, K):
             "acceptance_per_depth_conditional": [tot["acc"][i] / max(1, tot["reached"][i]) for i in range(K - 1)],
             "acceptance_per_depth_of_rounds": [tot["acc"][i] / R for i in range(K - 1)],
             "reached_per_depth": tot["reached"], "accepted_per_depth": tot["acc"],
-            "tau_per_prompt_median": sorted(r["emitted"] / max(1, r["rounds"]) for r in rows)[len(rows) // 2]}
+            "tau_per_prompt_median": median_tau(rows)}
 
 
 def eval_prompts(ref, tok, prompts, idxs, n_new, Ks, tag=""):

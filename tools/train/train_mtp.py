@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from common import (MTP, Cfg, KVCache, Qwen3LM, append_jsonl, cfg_dict, cfg_from_dict, cosine_lr,  # noqa: E402
+from common import (MTP, Cfg, KVCache, Qwen3LM, add_train_args, append_jsonl, cfg_dict, cfg_from_dict, cosine_lr,  # noqa: E402
                     depth_mask, hf_config, init_weights, load_hf_target, load_tokens, mtp_unrolled,
                     param_groups, save_json, valid_masks)
 
@@ -250,24 +250,11 @@ def main():
     ap.add_argument("--selftest", action="store_true")
     ap.add_argument("--data")
     ap.add_argument("--work")
-    ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--seed", type=int, default=4321)
-    ap.add_argument("--train-seconds", type=float, default=None, help="default 450 (smoke 20)")
-    ap.add_argument("--steps", type=int, default=0)
+    add_train_args(ap, seed=4321, lr=1e-3, train_seconds=450, batch=(8, 4), warmup=100, calib_steps=50,
+                   eval_windows=32)
     ap.add_argument("--depths", type=int, default=4)
     ap.add_argument("--weights", type=str, default="", help="comma list, default 1.0,0.8,0.6,0.5[,0.4]")
     ap.add_argument("--mask", choices=["exact", "all"], default="exact")
-    ap.add_argument("--batch", type=int, default=None, help="default 8 (smoke 4)")
-    ap.add_argument("--seq", type=int, default=None, help="default 1024 (smoke 256)")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--min-lr-frac", type=float, default=0.02)
-    ap.add_argument("--warmup", type=int, default=None, help="default 100 (smoke 5)")
-    ap.add_argument("--wd", type=float, default=0.1)
-    ap.add_argument("--calib-steps", type=int, default=None, help="default 50 (smoke 10)")
-    ap.add_argument("--eval-every", type=int, default=None, help="default 500 (smoke 20)")
-    ap.add_argument("--eval-windows", type=int, default=32)
-    ap.add_argument("--log-every", type=int, default=25)
-    ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--target-hf", metavar="DIR", help="train against this HF Qwen3 directory (bf16/f16/f32 "
                     "safetensors, tied or untied head, no MTP head needed) instead of WORK/target.pt; "
                     "tools/train/attach_mtp.py then writes the drafter into a copy of it")

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import budget  # noqa: E402
-from common import (Cfg, Qwen3LM, append_jsonl, cfg_dict, cosine_lr, init_weights, load_tokens,  # noqa: E402
+from common import (Cfg, Qwen3LM, add_train_args, append_jsonl, cfg_dict, cosine_lr, init_weights, load_tokens,  # noqa: E402
                     param_groups, save_json, smoke_cfg)
 
 
@@ -53,21 +53,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--train-seconds", type=float, default=None, help="default 660 (smoke 20)")
-    ap.add_argument("--steps", type=int, default=0, help="fixed step count (skips calibration)")
-    ap.add_argument("--batch", type=int, default=None, help="default 32 (smoke 8)")
-    ap.add_argument("--seq", type=int, default=None, help="default 1024 (smoke 256)")
-    ap.add_argument("--lr", type=float, default=1.5e-3)
-    ap.add_argument("--min-lr-frac", type=float, default=0.02)
-    ap.add_argument("--warmup", type=int, default=None, help="default 250 (smoke 5)")
-    ap.add_argument("--wd", type=float, default=0.1)
-    ap.add_argument("--calib-steps", type=int, default=None, help="default 60 (smoke 10)")
-    ap.add_argument("--eval-every", type=int, default=None, help="default 500 (smoke 20)")
-    ap.add_argument("--eval-windows", type=int, default=256)
-    ap.add_argument("--log-every", type=int, default=25)
-    ap.add_argument("--no-compile", action="store_true")
+    add_train_args(ap, seed=1234, lr=1.5e-3, train_seconds=660, batch=(32, 8), warmup=250, calib_steps=60,
+                   eval_windows=256)
     a = ap.parse_args()
     S = a.smoke
     train_seconds = a.train_seconds if a.train_seconds is not None else (20.0 if S else 660.0)
