@@ -182,6 +182,14 @@ typedef enum specdec_kv_dtype {
 
 typedef struct specdec_ctx specdec_ctx;
 
+/* Activations of matmuls over quantized weights: f32 (the reference), or int8 in blocks of 32
+ * with integer dot products (CPU; matrices it cannot take stay f32). */
+typedef enum specdec_precision {
+    SPECDEC_PRECISION_DEFAULT = 0,
+    SPECDEC_PRECISION_F32 = 1,
+    SPECDEC_PRECISION_INT8 = 2,
+} specdec_precision;
+
 typedef struct specdec_ctx_params {
     int n_ctx;                 /* context length in tokens; 0 = model's max_position_embeddings */
     int n_threads;             /* CPU backend threads; 0 = number of online CPUs */
@@ -191,6 +199,8 @@ typedef struct specdec_ctx_params {
     const char *backend;       /* "auto" (default: a GPU when one is present, else the CPU), "cpu", "cuda";
                                 * an unknown or unavailable one is an error listing specdec_backends() */
     int device;                /* GPU index for GPU backends (default 0) */
+    specdec_precision precision; /* activations of the quantized matmuls (default: the backend's
+                                * measured choice; f32 is the reference the HF checks hold to) */
     int tp;                    /* tensor-parallel ranks (docs/tensor-parallel.md): 0 = none (default); N >= 1
                                 * splits heads and MLP columns over N ranks of `backend`: GPUs device ..
                                 * device+N-1 over NCCL, or (cpu, cpu-sim) the CPU simulation, a correctness tool */

@@ -5,7 +5,8 @@
  *   matmul: every weight layout (dense f32/f16/bf16 with aligned and unaligned rows, 4- and
  *     8-bit with groups 32/64/128 and f32/f16/bf16 scales), T = 1..64: within a rounding bound
  *     of the double-precision reference, and every row bitwise equal to the same row computed
- *     alone (T = 1); the fused LM head's argmax equals the argmax of those logits, with a map;
+ *     alone (T = 1), and from the tiled kernel equal to the gemv kernel's (T <= 8); the fused LM
+ *     head's argmax equals the argmax of those logits, with a map;
  *   embed: bitwise sd_mat_row_f32; rope, add, kv_store: bitwise the reference; rmsnorm, silu_mul:
  *     within a few ulps, rmsnorm bitwise across T and in place;
  *   attention: GQA shapes, head_dim 16..256, f32/bf16/f16 caches, contexts up to 33 chunks (the
@@ -84,6 +85,17 @@ static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int grou
         for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
         CHECK(diff == 0, "%s: %d of %d rows at T = %d differ from the row alone (batch invariance)", what, diff, T, T);
     }
+    /* the tiled kernel (matmul.cu) gives the bits of gemv.cu's kernel, which ran every call of
+     * T <= 8 above */
+    sd_cuda_matmul_legacy(1);
+    for (int T = 1; T <= 8; T += 3) {
+        CHECK_OP(G, G->i->matmul(G, &h.d, dx, ldx, dy, ldy, T), what);
+        dget(y, dy, (size_t)T * ldy * 4);
+        int diff = 0;
+        for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
+        CHECK(diff == 0, "%s: %d of %d rows at T = %d differ between the tiled and the gemv kernel", what, diff, T, T);
+    }
+    sd_cuda_matmul_legacy(0);
 
     /* fused LM head: plain and through a map (row r -> token 7 * r + 1) */
     int32_t *map = malloc(sizeof(int32_t) * (size_t)rows);
@@ -289,6 +301,8 @@ int main(void) {
     test_matmul(100, 2048, SPECDEC_DTYPE_F32, 8, 64);
     test_matmul(40, 12288, SPECDEC_DTYPE_BF16, 4, 64);
     test_matmul(2000, 384, SPECDEC_DTYPE_F16, 4, 128);
+    test_matmul(50, 256, SPECDEC_DTYPE_BF16, 4, 64);   /* 8 chunks a row: 8 lanes a row in the gemv kernel */
+    test_matmul(16000, 256, SPECDEC_DTYPE_F32, 4, 32);  /* more row blocks than blocks: the grid-stride walk */
     test_embed(500, 384, SPECDEC_DTYPE_BF16, 4, 64);
     test_embed(300, 256, SPECDEC_DTYPE_F32, 8, 32);
     test_embed(200, 96, SPECDEC_DTYPE_F16, 0, 0);

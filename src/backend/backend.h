@@ -176,9 +176,12 @@ typedef struct sd_backend_opts {
     bool reference;            /* CPU: the scalar reference ops */
     const char *cpu_level;     /* CPU: a SIMD level by name ("avx2", ...; NULL = the default choice) */
     int precision;             /* matmuls over quantized weights: 0 the backend's measured default,
-                                * 1 f32 activations (the reference), 2 int8 activations (blocks of 32) */
+                                * 1 f32 activations (the reference), 2 int8 activations (blocks of 32);
+                                * SD_PRECISION_* */
     int device;                /* GPU index */
 } sd_backend_opts;
+
+enum { SD_PRECISION_DEFAULT = 0, SD_PRECISION_F32 = 1, SD_PRECISION_INT8 = 2 };
 
 /* Create the backend called `name` ("auto", "cpu", "cuda", ...). An unknown or unavailable name is
  * SPECDEC_ERR_INVALID_ARG / SPECDEC_ERR_UNSUPPORTED with a message listing those built in. */

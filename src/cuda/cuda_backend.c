@@ -530,6 +530,7 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     int budget = CU_MM_SMEM, optin = (int)prop.sharedMemPerBlockOptin;
     if (budget > optin - (24 << 10)) budget = optin - (24 << 10);
     c->dev.smem_budget = budget;
+    c->dev.smem_optin = optin;
     specdec_status st = SPECDEC_OK;
     if ((e = cudaStreamCreateWithFlags(&c->dev.stream, cudaStreamNonBlocking)) != cudaSuccess)
         st = cu_cuda_fail(c, err, e, "creating the stream");
@@ -537,7 +538,7 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
              (e = cudaHostAlloc((void **)&c->rbuf, CU_RBUF_BYTES, cudaHostAllocDefault)) != cudaSuccess)
         st = cu_errf(c, err, SPECDEC_ERR_NOMEM, "pinned staging buffers (2 x %zu MiB): %s", CU_RING_BYTES >> 20,
                      cudaGetErrorString(e));
-    else if (budget < (40 << 10) || (e = sdc_mm_init(budget)) != cudaSuccess)
+    else if (budget < (40 << 10) || (e = sdc_mm_init(budget, optin)) != cudaSuccess)
         st = cu_errf(c, err, SPECDEC_ERR_UNSUPPORTED, "matmul kernels need %d KiB of shared memory per block (%d KiB opt-in): %s",
                      budget >> 10, optin >> 10, e != cudaSuccess ? cudaGetErrorString(e) : "too little");
     c->ring_cap = CU_RING_BYTES;

@@ -14,6 +14,11 @@ extern "C" {
 /* The stream every op of a CUDA backend (name "cuda") runs on. */
 cudaStream_t sd_cuda_stream(sd_backend *b);
 
+/* Benchmarks and tests: on != 0 runs every matmul and fused LM head of the process through the
+ * tiled kernel (matmul.cu) instead of gemv.cu's kernel for T <= 8; a row's bits are the same
+ * either way, only the speed differs. Read when an op is issued (a recording keeps its kernel). */
+void sd_cuda_matmul_legacy(int on);
+
 /* Runs, on the CPU, the very __host__ __device__ functions the kernels use (Philox bits, the
  * libm-free log and Gumbel transform, the underflow boundary of the sampler, the 16-bit float
  * conversions, the in-place decoding of 4- and 8-bit codes, the unfiltered sampler's per-token

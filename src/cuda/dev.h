@@ -20,7 +20,8 @@ enum { SDC_F32 = 0, SDC_F16 = 1, SDC_BF16 = 2 };
 typedef struct sdc_dev {
     cudaStream_t stream;   /* the backend's one stream */
     int n_sm;              /* multiprocessors (grid sizing) */
-    int smem_budget;       /* bytes of dynamic shared memory a matmul block may take (opted in) */
+    int smem_budget;       /* bytes of dynamic shared memory a tiled matmul block may take (opted in) */
+    int smem_optin;        /* bytes of dynamic shared memory any block may opt in to */
 } sdc_dev;
 
 /* A candidate of an argmax: value and index (index -1 and value NaN: no candidate yet).

@@ -39,8 +39,8 @@
  * An argmax is exact (a lexicographic maximum), so the partition does not matter. */
 #include "cuda/matmul.h"
 #include "cuda/argmax.h"
-#include "cuda/common.cuh"
-#include "cuda/quant.cuh"
+#include "cuda/gemv.h"
+#include "cuda/mm_core.cuh"
 
 namespace {
 
@@ -48,191 +48,6 @@ constexpr int MM_R = 4;               /* rows per warp */
 constexpr int MM_THREADS = 256;       /* largest block */
 constexpr int MM_LMA_MAX_GRID = SDC_LMA_MAX_GRID; /* blocks of the fused LM head (bounds its scratch) */
 constexpr int MM_LMA_MAX_T = SDC_LMA_MAX_T;       /* tokens of one fused LM head call (per-warp bests in smem) */
-
-template <int FMT> struct Fmt;
-template <> struct Fmt<SDC_MM_F32> { static constexpr int E = 4, BITS = 0, ES = 4; static constexpr bool QUANT = false; };
-template <> struct Fmt<SDC_MM_F16> { static constexpr int E = 8, BITS = 0, ES = 2; static constexpr bool QUANT = false; };
-template <> struct Fmt<SDC_MM_BF16> { static constexpr int E = 8, BITS = 0, ES = 2; static constexpr bool QUANT = false; };
-template <> struct Fmt<SDC_MM_Q4> { static constexpr int E = 32, BITS = 4, ES = 0; static constexpr bool QUANT = true; };
-template <> struct Fmt<SDC_MM_Q8> { static constexpr int E = 16, BITS = 8, ES = 0; static constexpr bool QUANT = true; };
-
-SDC_HD int mm_swz(int f) { return f ^ ((f >> 3) & 7); }
-SDC_HD uint32_t u4at(const uint4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
-
-/* One chunk of MM_R rows: the 16 bytes of each row and, quantized, its group's scale and bias. */
-struct Chunk {
-    uint4 w[MM_R];
-    float s[MM_R], b[MM_R];
-};
-
-template <int FMT>
-SDC_D uint4 mm_load16(const sdc_mm_params &p, size_t rowbytes, int row, int c) {
-    using F = Fmt<FMT>;
-    const char *base = (const char *)p.w + (size_t)row * rowbytes;
-    if (p.wvec) return __ldg((const uint4 *)base + c);
-    uint32_t wd[4] = {0u, 0u, 0u, 0u};
-    if constexpr (F::QUANT) {
-#pragma unroll
-        for (int i = 0; i < 4; i++) wd[i] = __ldg((const uint32_t *)base + 4 * c + i);
-    } else if constexpr (F::ES == 4) {
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int col = c * 4 + e;
-            if (col < p.cols) wd[e] = __ldg((const uint32_t *)base + col);
-        }
-    } else {
-#pragma unroll
-        for (int e = 0; e < 8; e++) {
-            const int col = c * 8 + e;
-            if (col < p.cols) wd[e >> 1] |= (uint32_t)__ldg((const unsigned short *)base + col) << (16 * (e & 1));
-        }
-    }
-    return make_uint4(wd[0], wd[1], wd[2], wd[3]);
-}
-
-template <int FMT>
-SDC_D void mm_load(const sdc_mm_params &p, size_t rowbytes, int ngroups, const int (&row)[MM_R], int c, Chunk &k) {
-    using F = Fmt<FMT>;
-#pragma unroll
-    for (int r = 0; r < MM_R; r++) k.w[r] = mm_load16<FMT>(p, rowbytes, row[r], c);
-    if constexpr (F::QUANT) {
-        const int g = (c * F::E) / p.group;
-#pragma unroll
-        for (int r = 0; r < MM_R; r++) {
-            const size_t gi = (size_t)row[r] * (size_t)ngroups + (size_t)g;
-            k.s[r] = sdc_ldf(p.scales, gi, p.sdt);
-            k.b[r] = sdc_ldf(p.biases, gi, p.sdt);
-        }
-    }
-}
-
-/* Dense granule m (4 columns) of a chunk as f32. */
-template <int FMT>
-SDC_D void mm_dense4(const uint4 &w, int m, float f[4]) {
-    if constexpr (FMT == SDC_MM_F32) {
-        f[0] = __uint_as_float(w.x); f[1] = __uint_as_float(w.y);
-        f[2] = __uint_as_float(w.z); f[3] = __uint_as_float(w.w);
-    } else {
-        const uint32_t a = u4at(w, 2 * m), b = u4at(w, 2 * m + 1);
-        if constexpr (FMT == SDC_MM_BF16) {
-            f[0] = __uint_as_float(a << 16); f[1] = __uint_as_float(a & 0xffff0000u);
-            f[2] = __uint_as_float(b << 16); f[3] = __uint_as_float(b & 0xffff0000u);
-        } else {
-            f[0] = __half2float(__ushort_as_half((unsigned short)(a & 0xffffu)));
-            f[1] = __half2float(__ushort_as_half((unsigned short)(a >> 16)));
-            f[2] = __half2float(__ushort_as_half((unsigned short)(b & 0xffffu)));
-            f[3] = __half2float(__ushort_as_half((unsigned short)(b >> 16)));
-        }
-    }
-}
-
-/* Stage x rows tb .. tb+TT-1, columns of chunks [c_lo, c_lo + tile_ch), into xs (TT, tile_ch*Q
- * float4, swizzled); quantized: x scaled per column by 2^-p, and sx (TT, tile_ch) the chunk sums
- * of the unscaled x in column order. Rows past T and columns past cols are zeros. */
-template <int FMT, int TT>
-SDC_D void mm_stage(const sdc_mm_params &p, float4 *xs, float *sx, int tb, int c_lo, int tile_ch) {
-    using F = Fmt<FMT>;
-    constexpr int E = F::E, Q = E / 4;
-    const int xt4 = tile_ch * Q, col0 = c_lo * E;
-    for (int i = threadIdx.x; i < TT * xt4; i += blockDim.x) {
-        const int t = i / xt4, f = i - t * xt4, col = col0 + 4 * f;
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (tb + t < p.T) {
-            const float *xr = p.x + (size_t)(tb + t) * (size_t)p.ldx;
-            if (p.xvec && col + 4 <= p.cols) v = __ldg((const float4 *)(xr + col));
-            else {
-                if (col + 0 < p.cols) v.x = __ldg(xr + col + 0);
-                if (col + 1 < p.cols) v.y = __ldg(xr + col + 1);
-                if (col + 2 < p.cols) v.z = __ldg(xr + col + 2);
-                if (col + 3 < p.cols) v.w = __ldg(xr + col + 3);
-            }
-        }
-        if constexpr (F::QUANT) {
-            const int kb = sdc_mm_gcode<F::BITS>(f % Q);   /* the tile starts at a chunk */
-            v.x *= sdc_mm_xscale<F::BITS>(kb + 0);
-            v.y *= sdc_mm_xscale<F::BITS>(kb + 1);
-            v.z *= sdc_mm_xscale<F::BITS>(kb + 2);
-            v.w *= sdc_mm_xscale<F::BITS>(kb + 3);
-        }
-        xs[t * xt4 + mm_swz(f)] = v;
-    }
-    if constexpr (F::QUANT) {
-        for (int i = threadIdx.x; i < TT * tile_ch; i += blockDim.x) {
-            const int t = i / tile_ch, col = col0 + (i - t * tile_ch) * E;
-            float s = 0.0f;
-            if (tb + t < p.T && col < p.cols) {
-                const float *xr = p.x + (size_t)(tb + t) * (size_t)p.ldx + col;
-#pragma unroll
-                for (int e = 0; e < E; e++) s += __ldg(xr + e);
-            }
-            sx[i] = s;
-        }
-    }
-}
-
-/* The chunk's contribution to acc[r][t] (chunk index cl within the staged tile). */
-template <int FMT, int TT>
-SDC_D void mm_chunk(const Chunk &k, int cl, const float4 *xs, const float *sx, int xt4, int tile_ch,
-                    float (&acc)[MM_R][TT]) {
-    using F = Fmt<FMT>;
-    constexpr int Q = F::E / 4;
-    if constexpr (F::QUANT) {
-        float dq[MM_R][TT];
-#pragma unroll
-        for (int r = 0; r < MM_R; r++)
-#pragma unroll
-            for (int t = 0; t < TT; t++) dq[r][t] = 0.0f;
-#pragma unroll
-        for (int m = 0; m < Q; m++) {
-            float q[MM_R][4];
-#pragma unroll
-            for (int r = 0; r < MM_R; r++) {
-                const uint32_t wd = u4at(k.w[r], sdc_mm_gword<F::BITS>(m));
-                const int kb = sdc_mm_gcode<F::BITS>(m);
-#pragma unroll
-                for (int e = 0; e < 4; e++) q[r][e] = sdc_mm_qval<F::BITS>(wd, kb + e);
-            }
-#pragma unroll
-            for (int t = 0; t < TT; t++) {
-                const float4 xv = xs[t * xt4 + mm_swz(cl * Q + m)];
-#pragma unroll
-                for (int r = 0; r < MM_R; r++) {
-                    dq[r][t] = fmaf(q[r][0], xv.x, dq[r][t]);
-                    dq[r][t] = fmaf(q[r][1], xv.y, dq[r][t]);
-                    dq[r][t] = fmaf(q[r][2], xv.z, dq[r][t]);
-                    dq[r][t] = fmaf(q[r][3], xv.w, dq[r][t]);
-                }
-            }
-        }
-#pragma unroll
-        for (int t = 0; t < TT; t++) {
-            const float st = sx[t * tile_ch + cl];
-#pragma unroll
-            for (int r = 0; r < MM_R; r++) {
-                acc[r][t] = fmaf(k.s[r], dq[r][t], acc[r][t]);
-                acc[r][t] = fmaf(k.b[r], st, acc[r][t]);
-            }
-        }
-    } else {
-#pragma unroll
-        for (int m = 0; m < Q; m++) {
-            float f[MM_R][4];
-#pragma unroll
-            for (int r = 0; r < MM_R; r++) mm_dense4<FMT>(k.w[r], m, f[r]);
-#pragma unroll
-            for (int t = 0; t < TT; t++) {
-                const float4 xv = xs[t * xt4 + mm_swz(cl * Q + m)];
-#pragma unroll
-                for (int r = 0; r < MM_R; r++) {
-                    acc[r][t] = fmaf(f[r][0], xv.x, acc[r][t]);
-                    acc[r][t] = fmaf(f[r][1], xv.y, acc[r][t]);
-                    acc[r][t] = fmaf(f[r][2], xv.z, acc[r][t]);
-                    acc[r][t] = fmaf(f[r][3], xv.w, acc[r][t]);
-                }
-            }
-        }
-    }
-}
 
 /* tile_ch: chunks per staged column tile (a multiple of 32); nrb: row blocks (nw * MM_R rows). */
 template <int FMT, int TT, bool LMA>
@@ -269,7 +84,7 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
             for (int ti = 0; ti < ntile; ti++) {
                 const int c_lo = ti * tile_ch, c_hi = min(nch, c_lo + tile_ch);
                 int c = c_lo + lane;
-                Chunk cur, nxt;
+                Chunk<MM_R> cur, nxt;
                 if (c < c_hi) mm_load<FMT>(p, rowbytes, ngroups, row, c, cur);
                 if (!once) {
                     __syncthreads();   /* every warp is done with the previous tile */
@@ -280,7 +95,7 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
                     const int cn = c + 32;
                     const bool more = cn < c_hi;
                     if (more) mm_load<FMT>(p, rowbytes, ngroups, row, cn, nxt);
-                    mm_chunk<FMT, TT>(cur, c - c_lo, xs, sx, xt4, tile_ch, acc);
+                    mm_chunk<FMT, TT, MM_R>(cur, c - c_lo, xs, sx, xt4, tile_ch, acc);
                     if (!more) break;
                     cur = nxt;
                     c = cn;
@@ -339,13 +154,29 @@ template <bool LMA> mm_fn mm_pick(int fmt, int ti) {
 
 int fmt_e(int fmt) { return fmt == SDC_MM_Q4 ? 32 : fmt == SDC_MM_Q8 ? 16 : fmt == SDC_MM_F32 ? 4 : 8; }
 
-/* How one call launches (nothing here changes a row's arithmetic). */
+/* How one call launches (nothing here changes a row's arithmetic): gemv.cu's kernel where it
+ * applies (gv), this file's tiled kernel elsewhere. */
 struct Plan {
     mm_fn fn;
     int ti, TT, nw, tile_ch, nrb, smem, grid;
+    bool use_gv;
+    sdc_gv_plan gv;
 };
 
+int g_legacy = 0;   /* sd_cuda_matmul_legacy: the tiled kernel for every call (benchmarks) */
+
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
+    pl->use_gv = false;
+    if (!g_legacy) {
+        cudaError_t e = cudaSuccess;
+        const int r = sdc_gv_plan_for(p, d, lma, d->smem_optin, &pl->gv, &e);
+        if (r < 0) return e;
+        if (r > 0) {
+            pl->use_gv = true;
+            pl->grid = pl->gv.grid;
+            return cudaSuccess;
+        }
+    }
     const bool quant = p->fmt == SDC_MM_Q4 || p->fmt == SDC_MM_Q8;
     const int E = fmt_e(p->fmt), Q = E / 4, nch = (p->cols + E - 1) / E;
     pl->ti = p->T <= 1 ? 0 : p->T <= 2 ? 1 : p->T <= 4 ? 2 : 3;
@@ -376,7 +207,11 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
 
 } // namespace
 
-extern "C" cudaError_t sdc_mm_init(int bytes) {
+extern "C" void sd_cuda_matmul_legacy(int on) { g_legacy = on != 0; }
+
+extern "C" cudaError_t sdc_mm_init(int bytes, int gv_bytes) {
+    cudaError_t e0 = sdc_gv_init(gv_bytes);
+    if (e0 != cudaSuccess) return e0;
     /* the per-warp argmax bests of a fused LM head call ride on top of the x tile budget */
     const int lim = bytes + MM_LMA_MAX_T * 8 * (int)sizeof(sdc_best);
     for (int lma = 0; lma < 2; lma++)
@@ -394,6 +229,7 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p, const sdc_dev *d) {
     Plan pl;
     cudaError_t e = mm_plan(p, d, false, &pl);
     if (e != cudaSuccess) return e;
+    if (pl.use_gv) return sdc_gv_launch(&pl.gv, p, d);
     pl.fn<<<pl.grid, pl.nw * 32, pl.smem, d->stream>>>(*p, pl.tile_ch, pl.nrb);
     return sdc_launched();
 }
@@ -410,8 +246,11 @@ extern "C" cudaError_t sdc_lm_argmax(const sdc_mm_params *p, const sdc_dev *d) {
     Plan pl;
     cudaError_t e = mm_plan(p, d, true, &pl);
     if (e != cudaSuccess) return e;
-    pl.fn<<<pl.grid, pl.nw * 32, pl.smem, d->stream>>>(*p, pl.tile_ch, pl.nrb);
-    e = sdc_launched();
+    if (pl.use_gv) e = sdc_gv_launch(&pl.gv, p, d);
+    else {
+        pl.fn<<<pl.grid, pl.nw * 32, pl.smem, d->stream>>>(*p, pl.tile_ch, pl.nrb);
+        e = sdc_launched();
+    }
     if (e != cudaSuccess) return e;
     return sdc_best_finish(p->part, pl.grid, p->T, p->map, p->out, d);
 }

@@ -34,8 +34,9 @@ typedef struct sdc_mm_params {
     int32_t *out;         /* (T) */
 } sdc_mm_params;
 
-/* Opt every matmul kernel in to `bytes` of dynamic shared memory (once per device). */
-cudaError_t sdc_mm_init(int bytes);
+/* Opt every matmul kernel in to its dynamic shared memory (once per device): the tiled kernel
+ * `bytes` (its x tile budget), gemv.cu's kernel gv_bytes (the whole x of up to 8 tokens). */
+cudaError_t sdc_mm_init(int bytes, int gv_bytes);
 /* y (T, ldy) = x . W^T. */
 cudaError_t sdc_matmul(const sdc_mm_params *p, const sdc_dev *d);
 /* Blocks the fused LM head + argmax will launch for these parameters (part needs T x that). */

@@ -43,6 +43,8 @@ static specdec_status check_params(const specdec_model *m, const specdec_ctx_par
     if ((unsigned)p->kv_dtype > SPECDEC_KV_F16)
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown kv dtype %d", (int)p->kv_dtype);
     if (p->max_batch < 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "max_batch %d is negative", p->max_batch);
+    if ((unsigned)p->precision > SPECDEC_PRECISION_INT8)
+        return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown precision %d (0 default, 1 f32, 2 int8)", (int)p->precision);
     if (p->tp < 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "tp %d is negative", p->tp);
     if ((unsigned)p->tp_reduce > SD_TP_REDUCE_NONE)
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown tp_reduce %d", p->tp_reduce);
@@ -70,7 +72,8 @@ specdec_status specdec_ctx_init(const specdec_model *m, const specdec_ctx_params
     if (!m || !out) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_ctx_init: NULL argument");
     *out = NULL;
     SD_TRY(check_params(m, p, err));
-    sd_backend_opts o = {.n_threads = p->n_threads, .reference = p->reference_kernels, .device = p->device};
+    sd_backend_opts o = {.n_threads = p->n_threads, .reference = p->reference_kernels, .device = p->device,
+                         .precision = (int)p->precision};
     sd_backend *be = NULL;
     if (p->tp > 0) {
         sd_tp_opts to = {.n = p->tp, .rank_backend = p->backend, .reduce = (sd_tp_reduce)p->tp_reduce};

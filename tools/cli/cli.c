@@ -54,6 +54,15 @@ int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out) {
     return 0;
 }
 
+int cli_parse_precision(const char *s, specdec_precision *out) {
+    if (!s) return cli_fail("--precision needs a value");
+    if (!strcmp(s, "f32")) *out = SPECDEC_PRECISION_F32;
+    else if (!strcmp(s, "int8")) *out = SPECDEC_PRECISION_INT8;
+    else if (!strcmp(s, "default")) *out = SPECDEC_PRECISION_DEFAULT;
+    else return cli_fail("--precision: '%s' is not one of f32, int8, default", s);
+    return 0;
+}
+
 /* Loading progress on stderr (never stdout): on a terminal a bar redrawn in place; otherwise, once
  * the load has taken longer than SPECDEC_PROGRESS_AFTER_MS (default 1000; 0: always), a line per
  * 10% so a log shows that a large model is loading rather than hung. */

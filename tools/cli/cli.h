@@ -25,6 +25,8 @@ int cli_float(const char *opt, const char *s, double lo, double hi, double *out)
 /* Load a model showing a progress bar on stderr when it is a terminal. */
 specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m, specdec_err *err);
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out);
+/* --precision f32|int8|default */
+int cli_parse_precision(const char *s, specdec_precision *out);
 /* Tensor parallelism, shared by every command that makes a context: --tp N and
  * --tp-reduce gather|ring|none into cp. cli_tp_opt returns 0 when consumed, 1 on an error. */
 bool cli_is_tp_opt(const char *a);

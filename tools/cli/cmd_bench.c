@@ -69,6 +69,7 @@ int cmd_bench(int argc, char **argv) {
             i++;
         }
         else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
+        else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp.precision)) return 1; i++; }
         else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
         else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
         else if (cli_is_tp_opt(a)) { if (cli_tp_opt(a, val, &cp)) return 1; i++; }

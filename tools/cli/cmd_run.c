@@ -42,6 +42,7 @@ int cmd_run(int argc, char **argv) {
         else if (cli_is_tp_opt(a)) { if (cli_tp_opt(a, val, &cp)) return 1; i++; }
         else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
         else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
+        else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp.precision)) return 1; i++; }
         else if (!strcmp(a, "--stop")) {
             if (!val || !*val) return cli_fail("--stop needs a non-empty string");
             if (n_stop == 16) return cli_fail("at most 16 --stop strings");

@@ -61,6 +61,7 @@ int cmd_score(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
         else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
         else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
+        else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp.precision)) return 1; i++; }
         else if (!strcmp(a, "--reference")) cp.reference_kernels = true;
         else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
         else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }

@@ -17,7 +17,7 @@
 static void serve_usage_to(FILE *f) {
     fputs("usage: specdec serve -m DIR [--draft auto|mtp|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
           "                     [--api-key KEY] [--threads N] [--queue N] [--max-body BYTES] [--timeout-s S]\n"
-          "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--name MODEL_NAME] [--draft-vocab FILE[:N]|none]\n"
+          "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--precision f32|int8] [--name MODEL_NAME] [--draft-vocab FILE[:N]|none]\n"
           "                     [--backend B] [--device N] [--tp N] [--tp-reduce gather|ring|none]\n"
           "                     [--max-tokens N] [--max-header-bytes BYTES] [--idle-timeout-s S] [--log-format text|json]\n"
           "  Limits (defaults): --queue 16 waiting requests (503 past it), --max-body 1048576 (413),\n"
@@ -132,6 +132,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-body")) { if (cli_int(a, val, 64, 1L << 30, &v)) return 1; max_body = (unsigned long long)v; i++; }
         else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
         else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
+        else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp.precision)) return 1; i++; }
         else if (!strcmp(a, "--draft-vocab")) { if (!val || !*val) return cli_fail("--draft-vocab needs FILE[:N] or none"); draft_vocab = val; i++; }
         else if (!strcmp(a, "--max-tokens")) { if (cli_int(a, val, 0, 1 << 24, &max_tokens)) return 1; i++; }
         else if (!strcmp(a, "--max-header-bytes")) { if (cli_int(a, val, 1024, 1 << 20, &max_header)) return 1; i++; }

@@ -1,0 +1,200 @@
+/* gemv.cu: y (T, ldy) = x (T, ldx) . W^T for T = 1..8 (decode, drafter steps, short verifies),
+ * and the fused LM head + argmax for those T, when the T rows of x fit in shared memory whole.
+ *
+ * Why a kernel of its own. At batch 1 a matmul is a stream of weight bytes: it runs at the
+ * memory's speed only when every SM keeps tens of KB of loads in flight. Here each block stages
+ * x once (all T tokens, every column) and then walks its warps' rows grid-stride, so staging is
+ * paid once per block, not once per few rows. A warp carries R rows at a time (2 for T <= 2, 4
+ * above, so a staged x value read from shared memory serves R rows) and issues the loads of D
+ * chunks of all R rows (R * D = 8 sixteen-byte loads per lane, plus their scales and biases)
+ * before it uses any, then computes them; with ~24 warps per SM (about 80 registers each at
+ * T = 1) half of them waiting on memory keep ~50 KB in flight per SM.
+ *
+ * Batch invariance (matmul.cu's header states the contract). A row's lane group has LPR lanes,
+ * lane l of it owning chunks l, l + LPR, l + 2 LPR, ... in ascending order, each chunk's
+ * contribution computed by mm_chunk (mm_core.cuh), then the group's lanes summed by the xor
+ * butterfly m = LPR/2, ..., 1. With LPR = 32 that is matmul.cu's tiled kernel exactly. A row of
+ * nch <= 16 chunks may take LPR = 16 (or 8 when nch <= 8): lane l still owns chunk l only, and in
+ * the 32-lane butterfly the lanes >= nch hold +0 (an accumulator starts at +0 and fmaf never
+ * turns a +0 into -0: an exact zero sum of opposite signs rounds to +0), so its first steps add
+ * +0 to each lane of the group (v + 0 == v for every v that is not -0) and the rest is the
+ * LPR-lane butterfly. LPR depends on cols and the format alone. So every row gets the same bits
+ * from this kernel at any T <= 8, R, D or grid, as from the tiled kernel at any T, and the fused
+ * LM head sees exactly the logits matmul writes. */
+#include "cuda/gemv.h"
+#include "cuda/mm_core.cuh"
+
+namespace {
+
+constexpr int GV_THREADS = 256;   /* largest block */
+
+/* rows a lane group carries (R) and chunks loaded per batch (D), per token tile; NARROW (T = 1,
+ * quantized rows of at most 2 chunks a lane, e.g. the embedded model's 384-column LM head): 8
+ * rows of one chunk each, so a batch still issues 8 loads a lane */
+template <int TT, bool NARROW> struct GvShape {
+    static constexpr int R = NARROW ? 8 : TT <= 2 ? 2 : 4, D = NARROW ? 1 : TT <= 2 ? 4 : 2;
+};
+
+template <int FMT, int TT, bool LMA, bool NARROW>
+__global__ void __launch_bounds__(GV_THREADS) gv_kernel(const sdc_mm_params p, const int lg, const int tile_ch,
+                                                        const int nrb) {
+    using F = Fmt<FMT>;
+    constexpr int E = F::E, Q = E / 4, R = GvShape<TT, NARROW>::R, D = GvShape<TT, NARROW>::D;
+    extern __shared__ float4 gv_smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int lpr = 1 << lg, ll = lane & (lpr - 1), sub = lane >> lg, urows = R << (5 - lg);
+    const int nch = (p.cols + E - 1) / E, xt4 = tile_ch * Q, nk = (nch + lpr - 1) >> lg;
+    float4 *xs = gv_smem;
+    float *sx = (float *)(gv_smem + TT * xt4);
+    sdc_best *wb = (sdc_best *)(sx + (F::QUANT ? TT * tile_ch : 0));   /* LMA: (nw, T) */
+    const size_t rowbytes = F::QUANT ? (size_t)p.cols * F::BITS / 8 : (size_t)p.cols * F::ES;
+    const int ngroups = F::QUANT ? p.cols / p.group : 0;
+
+    mm_stage<FMT, TT>(p, xs, sx, 0, 0, tile_ch);
+    __syncthreads();
+
+    sdc_best best[TT];   /* LMA: lane 0's best (logit, row) per token over the warp's rows */
+#pragma unroll
+    for (int t = 0; t < TT; t++) best[t] = sdc_best_none();
+
+    for (int rb = blockIdx.x; rb < nrb; rb += gridDim.x) {
+        const int u0 = (rb * nw + warp) * urows, r0 = u0 + sub * R;
+        int row[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) row[r] = min(r0 + r, p.rows - 1);   /* past the end: loaded, never stored */
+        float acc[R][TT];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
+        for (int k0 = 0; k0 < nk; k0 += D) {
+            Chunk<R> ch[D];
+#pragma unroll
+            for (int j = 0; j < D; j++) {   /* every load of the batch first */
+                const int c = ll + ((k0 + j) << lg);
+                if (c < nch) mm_load<FMT>(p, rowbytes, ngroups, row, c, ch[j]);
+            }
+#pragma unroll
+            for (int j = 0; j < D; j++) {
+                const int c = ll + ((k0 + j) << lg);
+                if (c < nch) mm_chunk<FMT, TT, R>(ch[j], c, xs, sx, xt4, tile_ch, acc);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int t = 0; t < TT; t++)
+                for (int m = lpr >> 1; m >= 1; m >>= 1) acc[r][t] = acc[r][t] + __shfl_xor_sync(0xffffffffu, acc[r][t], m);
+        if constexpr (LMA) {
+            for (int s = 0; s < (32 >> lg); s++)
+#pragma unroll
+                for (int r = 0; r < R; r++)
+#pragma unroll
+                    for (int t = 0; t < TT; t++) {
+                        const float v = __shfl_sync(0xffffffffu, acc[r][t], s << lg);
+                        const int rr = u0 + s * R + r;
+                        if (lane == 0 && rr < p.rows && t < p.T) sdc_best_offer(&best[t], v, rr);
+                    }
+        } else if (ll == 0) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int rr = r0 + r;
+                if (rr >= p.rows) continue;
+#pragma unroll
+                for (int t = 0; t < TT; t++)
+                    if (t < p.T) p.y[(size_t)t * (size_t)p.ldy + (size_t)rr] = acc[r][t];
+            }
+        }
+    }
+    if constexpr (LMA) {
+        if (lane == 0)
+#pragma unroll
+            for (int t = 0; t < TT; t++)
+                if (t < p.T) wb[warp * p.T + t] = best[t];
+        __syncthreads();
+        for (int t = threadIdx.x; t < p.T; t += blockDim.x) {
+            sdc_best b = wb[t];
+            for (int w = 1; w < nw; w++) sdc_best_offer(&b, wb[w * p.T + t].v, wb[w * p.T + t].i);
+            p.part[(size_t)t * gridDim.x + blockIdx.x] = b;
+        }
+    }
+}
+
+typedef void (*gv_fn)(const sdc_mm_params, const int, const int, const int);
+
+/* ti 0..3: TT 1/2/4/8; ti 4: TT 1, NARROW */
+template <int FMT, bool LMA> gv_fn gv_pick_tt(int ti) {
+    switch (ti) {
+    case 0: return gv_kernel<FMT, 1, LMA, false>;
+    case 1: return gv_kernel<FMT, 2, LMA, false>;
+    case 2: return gv_kernel<FMT, 4, LMA, false>;
+    case 3: return gv_kernel<FMT, 8, LMA, false>;
+    default:
+        if constexpr (Fmt<FMT>::QUANT) return gv_kernel<FMT, 1, LMA, true>;
+        else return nullptr;   /* dense rows take the plain T = 1 kernel */
+    }
+}
+template <bool LMA> gv_fn gv_pick(int fmt, int ti) {
+    switch (fmt) {
+    case SDC_MM_F32: return gv_pick_tt<SDC_MM_F32, LMA>(ti);
+    case SDC_MM_F16: return gv_pick_tt<SDC_MM_F16, LMA>(ti);
+    case SDC_MM_BF16: return gv_pick_tt<SDC_MM_BF16, LMA>(ti);
+    case SDC_MM_Q4: return gv_pick_tt<SDC_MM_Q4, LMA>(ti);
+    case SDC_MM_Q8: return gv_pick_tt<SDC_MM_Q8, LMA>(ti);
+    default: return nullptr;
+    }
+}
+
+int gv_e(int fmt) { return fmt == SDC_MM_Q4 ? 32 : fmt == SDC_MM_Q8 ? 16 : fmt == SDC_MM_F32 ? 4 : 8; }
+
+} // namespace
+
+extern "C" cudaError_t sdc_gv_init(int bytes) {
+    for (int lma = 0; lma < 2; lma++)
+        for (int fmt = 0; fmt < SDC_MM_NFMT; fmt++)
+            for (int ti = 0; ti < 5; ti++) {
+                gv_fn fn = lma ? gv_pick<true>(fmt, ti) : gv_pick<false>(fmt, ti);
+                if (!fn) continue;
+                cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+                if (e != cudaSuccess) return e;
+            }
+    return cudaSuccess;
+}
+
+extern "C" int sdc_gv_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma, int bytes, sdc_gv_plan *pl,
+                               cudaError_t *e) {
+    *e = cudaSuccess;
+    if (p->T < 1 || p->T > SDC_GV_MAX_T || p->rows < 1) return 0;
+    const bool quant = p->fmt == SDC_MM_Q4 || p->fmt == SDC_MM_Q8;
+    const int E = gv_e(p->fmt), Q = E / 4, nch = (p->cols + E - 1) / E;
+    const int ti0 = p->T <= 1 ? 0 : p->T <= 2 ? 1 : p->T <= 4 ? 2 : 3, TT = 1 << ti0;
+    pl->lg = nch <= 8 ? 3 : nch <= 16 ? 4 : 5;   /* from cols and the format only */
+    const bool narrow = quant && TT == 1 && nch <= 2 << pl->lg;
+    const int ti = narrow ? 4 : ti0, R = narrow ? 8 : TT <= 2 ? 2 : 4;
+    pl->tile_ch = (nch + 7) & ~7;                 /* granule rows a multiple of 8: the swizzle stays inside */
+    const long urows = (long)R << (5 - pl->lg), units = (p->rows + urows - 1) / urows;
+    pl->nw = 8;
+    while (pl->nw > 1 && (units + pl->nw - 1) / pl->nw < d->n_sm) pl->nw >>= 1;
+    pl->nrb = (int)((units + pl->nw - 1) / pl->nw);
+    const long smem = (long)TT * pl->tile_ch * Q * 16 + (quant ? (long)TT * pl->tile_ch * 4 : 0) +
+                      (lma ? (long)pl->nw * p->T * (long)sizeof(sdc_best) : 0);
+    if (smem > bytes) return 0;
+    pl->smem = (int)smem;
+    gv_fn fn = lma ? gv_pick<true>(p->fmt, ti) : gv_pick<false>(p->fmt, ti);
+    if (!fn) return 0;
+    pl->fn = (const void *)fn;
+    int per_sm = 0;
+    *e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, pl->nw * 32, (size_t)pl->smem);
+    if (*e != cudaSuccess) return -1;
+    if (per_sm < 1) return 0;
+    long g = (long)per_sm * d->n_sm;
+    if (g > pl->nrb) g = pl->nrb;
+    if (lma && g > SDC_LMA_MAX_GRID) g = SDC_LMA_MAX_GRID;
+    pl->grid = (int)g;
+    return 1;
+}
+
+extern "C" cudaError_t sdc_gv_launch(const sdc_gv_plan *pl, const sdc_mm_params *p, const sdc_dev *d) {
+    ((gv_fn)pl->fn)<<<pl->grid, pl->nw * 32, pl->smem, d->stream>>>(*p, pl->lg, pl->tile_ch, pl->nrb);
+    return sdc_launched();
+}

@@ -1,0 +1,214 @@
+/* mm_core.cuh: the per-row arithmetic of every matmul kernel (matmul.cu's tiled kernel, gemv.cu's
+ * kernel for T <= 8, and the fused LM head built on each): the weight formats, the loads of one
+ * 16-byte chunk of R rows, the staging of x, and a chunk's contribution to the accumulators.
+ * Both kernels call these very functions with lane l of a row's lane group owning chunks l,
+ * l + 32, l + 64, ... of the row, so a row's value is the same bits from either kernel (matmul.cu
+ * and gemv.cu give the argument). Only the number of rows R a warp carries differs, and rows
+ * are independent register chains. */
+#pragma once
+#include "cuda/matmul.h"
+#include "cuda/common.cuh"
+#include "cuda/quant.cuh"
+
+namespace {
+
+template <int FMT> struct Fmt;
+template <> struct Fmt<SDC_MM_F32> { static constexpr int E = 4, BITS = 0, ES = 4; static constexpr bool QUANT = false; };
+template <> struct Fmt<SDC_MM_F16> { static constexpr int E = 8, BITS = 0, ES = 2; static constexpr bool QUANT = false; };
+template <> struct Fmt<SDC_MM_BF16> { static constexpr int E = 8, BITS = 0, ES = 2; static constexpr bool QUANT = false; };
+template <> struct Fmt<SDC_MM_Q4> { static constexpr int E = 32, BITS = 4, ES = 0; static constexpr bool QUANT = true; };
+template <> struct Fmt<SDC_MM_Q8> { static constexpr int E = 16, BITS = 8, ES = 0; static constexpr bool QUANT = true; };
+
+SDC_HD int mm_swz(int f) { return f ^ ((f >> 3) & 7); }
+SDC_HD uint32_t u4at(const uint4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+/* One chunk of R rows: the 16 bytes of each row and, quantized, its group's scale and bias. */
+template <int R> struct Chunk {
+    uint4 w[R];
+    float s[R], b[R];
+};
+
+template <int FMT>
+SDC_D uint4 mm_load16(const sdc_mm_params &p, size_t rowbytes, int row, int c) {
+    using F = Fmt<FMT>;
+    const char *base = (const char *)p.w + (size_t)row * rowbytes;
+    if (p.wvec) return __ldg((const uint4 *)base + c);
+    uint32_t wd[4] = {0u, 0u, 0u, 0u};
+    if constexpr (F::QUANT) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) wd[i] = __ldg((const uint32_t *)base + 4 * c + i);
+    } else if constexpr (F::ES == 4) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int col = c * 4 + e;
+            if (col < p.cols) wd[e] = __ldg((const uint32_t *)base + col);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            const int col = c * 8 + e;
+            if (col < p.cols) wd[e >> 1] |= (uint32_t)__ldg((const unsigned short *)base + col) << (16 * (e & 1));
+        }
+    }
+    return make_uint4(wd[0], wd[1], wd[2], wd[3]);
+}
+
+template <int FMT, int R>
+SDC_D void mm_load(const sdc_mm_params &p, size_t rowbytes, int ngroups, const int (&row)[R], int c, Chunk<R> &k) {
+    using F = Fmt<FMT>;
+#pragma unroll
+    for (int r = 0; r < R; r++) k.w[r] = mm_load16<FMT>(p, rowbytes, row[r], c);
+    if constexpr (F::QUANT) {
+        const int g = (c * F::E) / p.group;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const size_t gi = (size_t)row[r] * (size_t)ngroups + (size_t)g;
+            k.s[r] = sdc_ldf(p.scales, gi, p.sdt);
+            k.b[r] = sdc_ldf(p.biases, gi, p.sdt);
+        }
+    }
+}
+
+/* Dense granule m (4 columns) of a chunk as f32. */
+template <int FMT>
+SDC_D void mm_dense4(const uint4 &w, int m, float f[4]) {
+    if constexpr (FMT == SDC_MM_F32) {
+        f[0] = __uint_as_float(w.x); f[1] = __uint_as_float(w.y);
+        f[2] = __uint_as_float(w.z); f[3] = __uint_as_float(w.w);
+    } else {
+        const uint32_t a = u4at(w, 2 * m), b = u4at(w, 2 * m + 1);
+        if constexpr (FMT == SDC_MM_BF16) {
+            f[0] = __uint_as_float(a << 16); f[1] = __uint_as_float(a & 0xffff0000u);
+            f[2] = __uint_as_float(b << 16); f[3] = __uint_as_float(b & 0xffff0000u);
+        } else {
+            f[0] = __half2float(__ushort_as_half((unsigned short)(a & 0xffffu)));
+            f[1] = __half2float(__ushort_as_half((unsigned short)(a >> 16)));
+            f[2] = __half2float(__ushort_as_half((unsigned short)(b & 0xffffu)));
+            f[3] = __half2float(__ushort_as_half((unsigned short)(b >> 16)));
+        }
+    }
+}
+
+/* Granule i of the staging (token i / xt4, granule i % xt4 of the tile) from global memory:
+ * zeros past T, past cols or past the end. */
+template <int TT>
+SDC_D float4 mm_xgran(const sdc_mm_params &p, int tb, int col0, int xt4, int i) {
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (i >= TT * xt4) return v;
+    const int t = i / xt4, col = col0 + 4 * (i - t * xt4);
+    if (tb + t >= p.T) return v;
+    const float *xr = p.x + (size_t)(tb + t) * (size_t)p.ldx;
+    if (p.xvec && col + 4 <= p.cols) return __ldg((const float4 *)(xr + col));
+    if (col + 0 < p.cols) v.x = __ldg(xr + col + 0);
+    if (col + 1 < p.cols) v.y = __ldg(xr + col + 1);
+    if (col + 2 < p.cols) v.z = __ldg(xr + col + 2);
+    if (col + 3 < p.cols) v.w = __ldg(xr + col + 3);
+    return v;
+}
+
+/* Stage x rows tb .. tb+TT-1, columns of chunks [c_lo, c_lo + tile_ch), into xs (TT, tile_ch*Q
+ * float4, swizzled); quantized: x scaled per column by 2^-p, and sx (TT, tile_ch) the chunk sums
+ * of the unscaled x in column order. Rows past T and columns past cols are zeros. */
+template <int FMT, int TT>
+SDC_D void mm_stage(const sdc_mm_params &p, float4 *xs, float *sx, int tb, int c_lo, int tile_ch) {
+    using F = Fmt<FMT>;
+    constexpr int E = F::E, Q = E / 4, U = 4;
+    const int xt4 = tile_ch * Q, col0 = c_lo * E, bd = blockDim.x;
+    for (int i0 = threadIdx.x; i0 < TT * xt4; i0 += U * bd) {
+        float4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) v[u] = mm_xgran<TT>(p, tb, col0, xt4, i0 + u * bd);   /* the loads first */
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int i = i0 + u * bd;
+            if (i >= TT * xt4) break;
+            const int t = i / xt4, f = i - t * xt4;
+            if constexpr (F::QUANT) {
+                const int kb = sdc_mm_gcode<F::BITS>(f % Q);   /* the tile starts at a chunk */
+                v[u].x *= sdc_mm_xscale<F::BITS>(kb + 0);
+                v[u].y *= sdc_mm_xscale<F::BITS>(kb + 1);
+                v[u].z *= sdc_mm_xscale<F::BITS>(kb + 2);
+                v[u].w *= sdc_mm_xscale<F::BITS>(kb + 3);
+            }
+            xs[t * xt4 + mm_swz(f)] = v[u];
+        }
+    }
+    if constexpr (F::QUANT) {
+        for (int i = threadIdx.x; i < TT * tile_ch; i += blockDim.x) {
+            const int t = i / tile_ch, col = col0 + (i - t * tile_ch) * E;
+            float s = 0.0f;
+            if (tb + t < p.T && col < p.cols) {
+                const float *xr = p.x + (size_t)(tb + t) * (size_t)p.ldx + col;
+#pragma unroll
+                for (int e = 0; e < E; e++) s += __ldg(xr + e);
+            }
+            sx[i] = s;
+        }
+    }
+}
+
+/* The chunk's contribution to acc[r][t] (chunk index cl within the staged tile). */
+template <int FMT, int TT, int R>
+SDC_D void mm_chunk(const Chunk<R> &k, int cl, const float4 *xs, const float *sx, int xt4, int tile_ch,
+                    float (&acc)[R][TT]) {
+    using F = Fmt<FMT>;
+    constexpr int Q = F::E / 4;
+    if constexpr (F::QUANT) {
+        float dq[R][TT];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int t = 0; t < TT; t++) dq[r][t] = 0.0f;
+#pragma unroll
+        for (int m = 0; m < Q; m++) {
+            float q[R][4];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const uint32_t wd = u4at(k.w[r], sdc_mm_gword<F::BITS>(m));
+                const int kb = sdc_mm_gcode<F::BITS>(m);
+#pragma unroll
+                for (int e = 0; e < 4; e++) q[r][e] = sdc_mm_qval<F::BITS>(wd, kb + e);
+            }
+#pragma unroll
+            for (int t = 0; t < TT; t++) {
+                const float4 xv = xs[t * xt4 + mm_swz(cl * Q + m)];
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    dq[r][t] = fmaf(q[r][0], xv.x, dq[r][t]);
+                    dq[r][t] = fmaf(q[r][1], xv.y, dq[r][t]);
+                    dq[r][t] = fmaf(q[r][2], xv.z, dq[r][t]);
+                    dq[r][t] = fmaf(q[r][3], xv.w, dq[r][t]);
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            const float st = sx[t * tile_ch + cl];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                acc[r][t] = fmaf(k.s[r], dq[r][t], acc[r][t]);
+                acc[r][t] = fmaf(k.b[r], st, acc[r][t]);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int m = 0; m < Q; m++) {
+            float f[R][4];
+#pragma unroll
+            for (int r = 0; r < R; r++) mm_dense4<FMT>(k.w[r], m, f[r]);
+#pragma unroll
+            for (int t = 0; t < TT; t++) {
+                const float4 xv = xs[t * xt4 + mm_swz(cl * Q + m)];
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    acc[r][t] = fmaf(f[r][0], xv.x, acc[r][t]);
+                    acc[r][t] = fmaf(f[r][1], xv.y, acc[r][t]);
+                    acc[r][t] = fmaf(f[r][2], xv.z, acc[r][t]);
+                    acc[r][t] = fmaf(f[r][3], xv.w, acc[r][t]);
+                }
+            }
+        }
+    }
+}
+
+} // namespace
