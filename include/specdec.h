@@ -330,7 +330,7 @@ typedef enum specdec_stop_reason {
     SPECDEC_STOP_CANCELLED = 3,       /* the caller cancelled (gp->cancel or on_text returned false) */
     SPECDEC_STOP_CONTEXT = 4          /* the context window is full */
 } specdec_stop_reason;
-/* "length", "eos", "stop", "cancelled", "context"; "unknown" for other values. */
+/* "length", "eos", "stop", "cancelled", "context_full"; "unknown" for other values. */
 const char *specdec_stop_reason_name(int reason);
 
 /* Classic decoding: prefill `prompt` (ids) into a fresh context state, then sample up to

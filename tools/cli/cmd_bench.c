@@ -107,6 +107,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!draft || !prompts_path) return cli_fail("bench needs --draft and --prompts FILE");
     if (cli_model_dir(dir_opt, dir, sizeof dir)) return 1;
+    if (out_path && cli_check_out("--out", out_path)) return 1;   /* before minutes of measuring */
     for (int k = 1; k < na; k++)
         if (dvs[k] && strcmp(draft, "mtp")) return cli_fail("--draft-vocab needs --draft mtp");
     if (na > 1 && profile) return cli_fail("--profile-drafter and --draft-vocab / --verify-rows-arms: one at a time");

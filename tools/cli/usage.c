@@ -39,7 +39,7 @@ static const cmd_usage USAGE[] = {
      "            (the same function at a bigger shape: zero-padded heads and widths, identity layers)\n"},
 #ifdef SPECDEC_HAVE_SERVER
     {"serve",
-     "  serve     -m DIR [--draft ...] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--threads N]\n"
+     "  serve     [-m DIR] [--draft ...] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--threads N]\n"
      "            [--queue N] [--max-body BYTES] [--timeout-s S] [--tp N]   (OpenAI-compatible HTTP API; serve --help)\n"},
 #endif
 };

@@ -15,7 +15,7 @@
 #define SD_SERVE_TRY(x) do { specdec_status st_ = (x); if (st_ != SPECDEC_OK) return st_; } while (0)
 
 static void serve_usage_to(FILE *f) {
-    fputs("usage: specdec serve -m DIR [--draft auto|mtp|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
+    fputs("usage: specdec serve [-m DIR] [--draft auto|mtp|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
           "                     [--api-key KEY] [--threads N] [--queue N] [--max-body BYTES] [--timeout-s S]\n"
           "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--precision f32|int8] [--name MODEL_NAME] [--draft-vocab FILE[:N]|none]\n"
           "                     [--backend B] [--device N] [--tp N] [--tp-reduce gather|ring|none]\n"
@@ -152,7 +152,9 @@ int cmd_serve(int argc, char **argv) {
         }
         else { serve_usage(); return cli_fail("serve: unknown option '%s'", a); }
     }
-    if (!dir) { serve_usage(); return cli_fail("serve needs -m DIR"); }
+    static char dir_buf[4096];   /* -m absent: the embedded model, as for run */
+    if (cli_model_dir(dir, dir_buf, sizeof dir_buf)) return 1;
+    dir = dir_buf;
     if (api_key && !*api_key) api_key = NULL;
     /* from here on every message, the library's included, is a server log line */
     srv_log_set_format(log_format);
