@@ -54,6 +54,24 @@ int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out) {
     return 0;
 }
 
+int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *i) {
+    long v = 0;
+    if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return -1; cp->n_threads = (int)v; }
+    else if (!strcmp(a, "--backend")) {
+        if (!val) { cli_fail("--backend needs a name (%s)", specdec_backends()); return -1; }
+        cp->backend = val;
+    }
+    else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return -1; cp->device = (int)v; }
+    else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return -1; cp->n_ctx = (int)v; }
+    else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp->kv_dtype)) return -1; }
+    else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp->precision)) return -1; }
+    else if (!strcmp(a, "--reference")) { cp->reference_kernels = true; return 1; }   /* a flag: no value */
+    else if (cli_is_tp_opt(a)) { if (cli_tp_opt(a, val, cp)) return -1; }
+    else return 0;
+    (*i)++;
+    return 1;
+}
+
 int cli_parse_precision(const char *s, specdec_precision *out) {
     if (!s) return cli_fail("--precision needs a value");
     if (!strcmp(s, "f32")) *out = SPECDEC_PRECISION_F32;

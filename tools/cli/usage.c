@@ -20,7 +20,8 @@ static const cmd_usage USAGE[] = {
      "  bench     [-m DIR] --draft mtp|model:DIR|ngram --prompts FILE.jsonl [-n N] [--block-size K|auto]\n"
      "            [--repeats R] [--threads N] [--temp T] [--seed S] [--sampling seeded|rejection] [--out FILE.md]\n"
      "            [--draft-vocab FILE[:N]|none]... [--profile-drafter] [--max-prompts N] [--ignore-eos]\n"
-     "            [--precision f32|int8|default] [--tp N]\n"
+     "            [--backend B] [--device N] [--ctx N] [--kv-dtype f32|bf16|f16] [--precision f32|int8|default]\n"
+     "            [--reference] [--tp N]\n"
      "            (the defaults are run's: --block-size auto, seeded sampling, the shipped draft vocabulary)\n"},
     {"info",
      "  info      [-m DIR] [--backend auto|cpu|cuda] [--device N] [--threads N] [--tp N]\n"},
@@ -28,7 +29,8 @@ static const cmd_usage USAGE[] = {
      "  tokenize  [-m DIR] (-p TEXT | -f FILE | -f -) [--decode]   (--decode: the text is a JSON array of ids)\n"},
     {"score",
      "  score     [-m DIR] (-p TEXT | -f FILE | -f -) --ids JSON|@FILE [--top K] [--threads N] [--backend B]\n"
-     "            [--precision f32|int8|default] [--tp N]\n"
+     "            [--device N] [--ctx N] [--kv-dtype f32|bf16|f16] [--precision f32|int8|default]\n"
+     "            [--reference] [--tp N]\n"
      "            (per continuation token: its logit, rank and the top K, as JSON lines)\n"},
     {"quantize",
      "  quantize  IN OUT [--bits 4|8] [--group-size 32|64|128] [--shard-mb N] [--quantize-mtp] [--quiet]\n"},
