@@ -119,6 +119,7 @@ int cmd_run(int argc, char **argv) {
                 specdec_ctx_backend(ctx), specdec_ctx_kernels(ctx), (unsigned long long)bs.ops,
                 (unsigned long long)bs.seq_recorded, (unsigned long long)bs.seq_replayed,
                 (unsigned long long)bs.read_calls, (unsigned long long)bs.write_calls);
+        cli_tp_report(ctx);
     }
     if (dr) {
         char line[2048];
