@@ -54,6 +54,24 @@ int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out) {
     return 0;
 }
 
+int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *i) {
+    long v = 0;
+    if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return -1; cp->n_threads = (int)v; }
+    else if (!strcmp(a, "--backend")) {
+        if (!val) { cli_fail("--backend needs a name (%s)", specdec_backends()); return -1; }
+        cp->backend = val;
+    }
+    else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return -1; cp->device = (int)v; }
+    else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return -1; cp->n_ctx = (int)v; }
+    else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp->kv_dtype)) return -1; }
+    else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp->precision)) return -1; }
+    else if (!strcmp(a, "--reference")) { cp->reference_kernels = true; return 1; }   /* a flag: no value */
+    else if (cli_is_tp_opt(a)) { if (cli_tp_opt(a, val, cp)) return -1; }
+    else return 0;
+    (*i)++;
+    return 1;
+}
+
 int cli_parse_precision(const char *s, specdec_precision *out) {
     if (!s) return cli_fail("--precision needs a value");
     if (!strcmp(s, "f32")) *out = SPECDEC_PRECISION_F32;
@@ -139,6 +157,31 @@ specdec_status cli_draft_vocab_auto(specdec_drafter *dr, const char *model_dir, 
     specdec_status st = specdec_drafter_set_draft_vocab(dr, path, SPECDEC_DRAFT_VOCAB_FILE_DEFAULT, err);
     if (st == SPECDEC_OK) snprintf(used, cap, "%s, shipped with the model; --draft-vocab none for the full head", path);
     return st;
+}
+
+bool cli_is_tp_opt(const char *a) { return !strcmp(a, "--tp") || !strcmp(a, "--tp-reduce"); }
+
+int cli_tp_opt(const char *a, const char *val, specdec_ctx_params *cp) {
+    if (!strcmp(a, "--tp")) {
+        long v = 0;
+        if (cli_int(a, val, 1, 8, &v)) return 1;
+        cp->tp = (int)v;
+        return 0;
+    }
+    if (val && !strcmp(val, "gather")) cp->tp_reduce = 0;
+    else if (val && !strcmp(val, "ring")) cp->tp_reduce = 1;
+    else if (val && !strcmp(val, "none")) cp->tp_reduce = 2;
+    else return cli_fail("--tp-reduce: want gather, ring or none (none: wrong output, for timing)");
+    return 0;
+}
+
+void cli_tp_report(const specdec_ctx *c) {
+    specdec_tp_stats ts;
+    specdec_ctx_tp_stats(c, &ts);
+    if (!ts.ranks) return;
+    fprintf(stderr, "[tp] %d rank(s) over %s: %llu all-reduces of %.1f floats on average, %.3f ms in them (host)\n",
+            ts.ranks, ts.comm, (unsigned long long)ts.allreduce_calls,
+            ts.allreduce_calls ? (double)ts.allreduce_floats / (double)ts.allreduce_calls : 0.0, ts.allreduce_ms);
 }
 
 /* Sampling options the command line did not give take the model's generation_config.json values
