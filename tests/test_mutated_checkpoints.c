@@ -386,19 +386,6 @@ static void tokenizer_mutations(void) {
     free(arr.p);
 }
 
-/* The 256 byte-level tokens in the GPT-2 alphabet, as JSON string bodies. */
-static void byte_key(int b, char *out) {
-    int cp;
-    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) cp = b;
-    else {
-        int n = 0;
-        for (int x = 0; x < b; x++)
-            if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) n++;
-        cp = 256 + n;
-    }
-    if (cp == '"' || cp == '\\') sprintf(out, "\\%c", cp);
-    else sprintf(out, "\\u%04x", cp);
-}
 
 static int write_tokenizer(const char *d) {
     static char json[16384];
@@ -407,7 +394,7 @@ static int write_tokenizer(const char *d) {
         "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"unk_token\":null,\"vocab\":{");
     for (int b = 0; b < 256; b++) {
         char k[16];
-        byte_key(b, k);
+        tm_byte_key(b, k);
         l += (size_t)snprintf(json + l, sizeof json - l, "%s\"%s\":%d", b ? "," : "", k, b);
     }
     l += (size_t)snprintf(json + l, sizeof json - l, "},\"merges\":[]}}");

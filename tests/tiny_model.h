@@ -169,4 +169,19 @@ static inline int tm_write_model(const char *dir, const tm_dims *d, uint64_t see
     return tm_write_config(dir, d, NULL);
 }
 
+/* Byte b's token in the GPT-2 byte-to-unicode alphabet of byte-level BPE tokenizers, written as
+ * the body of a JSON string (a \u escape, or \" and \\) into out (at least 8 bytes). */
+static inline void tm_byte_key(int b, char *out) {
+    int cp;
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) cp = b;
+    else {
+        int n = 0;   /* the other bytes map, in order, to 256, 257, ... */
+        for (int x = 0; x < b; x++)
+            if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) n++;
+        cp = 256 + n;
+    }
+    if (cp == '"' || cp == '\\') sprintf(out, "\\%c", cp);
+    else sprintf(out, "\\u%04x", cp);
+}
+
 #endif

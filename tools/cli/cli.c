@@ -45,12 +45,36 @@ int cli_float(const char *opt, const char *s, double lo, double hi, double *out)
     return 0;
 }
 
+int cli_input_option(const char *a, const char *val, const char **dir, const char **prompt, const char **file, int *i) {
+    const char **dst;
+    const char *need;
+    if (dir && !strcmp(a, "-m")) { dst = dir; need = "-m needs a directory"; }
+    else if (prompt && !strcmp(a, "-p")) { dst = prompt; need = "-p needs text"; }
+    else if (file && !strcmp(a, "-f")) { dst = file; need = "-f needs a file (or - for stdin)"; }
+    else return 0;
+    if (!val) { cli_fail("%s", need); return -1; }
+    *dst = val;
+    (*i)++;
+    return 1;
+}
+
+/* s as one of the n names into *out (the matching value); else an error naming opt and the choices. */
+static int cli_choice(const char *opt, const char *s, const char *const *names, const int *values, int n, int *out) {
+    char all[128] = "";
+    for (int k = 0; k < n; k++) {
+        if (s && !strcmp(s, names[k])) { *out = values[k]; return 0; }
+        snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", k ? ", " : "", names[k]);
+    }
+    if (!s) return cli_fail("%s needs a value", opt);
+    return cli_fail("%s: '%s' is not one of %s", opt, s, all);
+}
+
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out) {
-    if (!s) return cli_fail("--kv-dtype needs a value");
-    if (!strcmp(s, "f32")) *out = SPECDEC_KV_F32;
-    else if (!strcmp(s, "bf16")) *out = SPECDEC_KV_BF16;
-    else if (!strcmp(s, "f16")) *out = SPECDEC_KV_F16;
-    else return cli_fail("--kv-dtype: '%s' is not one of f32, bf16, f16", s);
+    static const char *const names[] = {"f32", "bf16", "f16"};
+    static const int values[] = {SPECDEC_KV_F32, SPECDEC_KV_BF16, SPECDEC_KV_F16};
+    int v = 0;
+    if (cli_choice("--kv-dtype", s, names, values, 3, &v)) return 1;
+    *out = (specdec_kv_dtype)v;
     return 0;
 }
 
@@ -73,11 +97,11 @@ int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *
 }
 
 int cli_parse_precision(const char *s, specdec_precision *out) {
-    if (!s) return cli_fail("--precision needs a value");
-    if (!strcmp(s, "f32")) *out = SPECDEC_PRECISION_F32;
-    else if (!strcmp(s, "int8")) *out = SPECDEC_PRECISION_INT8;
-    else if (!strcmp(s, "default")) *out = SPECDEC_PRECISION_DEFAULT;
-    else return cli_fail("--precision: '%s' is not one of f32, int8, default", s);
+    static const char *const names[] = {"f32", "int8", "default"};
+    static const int values[] = {SPECDEC_PRECISION_F32, SPECDEC_PRECISION_INT8, SPECDEC_PRECISION_DEFAULT};
+    int v = 0;
+    if (cli_choice("--precision", s, names, values, 3, &v)) return 1;
+    *out = (specdec_precision)v;
     return 0;
 }
 

@@ -29,6 +29,9 @@ int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out);
  * --kv-dtype, --precision, --reference, --tp, --tp-reduce) into *cp. Returns 0 when `a` is none of them, 1 when it was taken (*i
  * then indexes its value, if it has one), -1 after printing what is wrong with it. */
 int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *i);
+/* -m DIR, -p TEXT, -f FILE|- into *dir, *prompt, *file (a NULL pointer: the command does not take
+ * that option). Returns as cli_ctx_option. */
+int cli_input_option(const char *a, const char *val, const char **dir, const char **prompt, const char **file, int *i);
 /* --precision f32|int8|default */
 int cli_parse_precision(const char *s, specdec_precision *out);
 /* Tensor parallelism, shared by every command that makes a context: --tp N and

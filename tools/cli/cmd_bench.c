@@ -56,9 +56,9 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int taken = cli_ctx_option(a, val, &cp, &i);
+        if (!taken) taken = cli_input_option(a, val, &dir_opt, NULL, NULL, &i);
         if (taken) { if (taken < 0) return 1; continue; }
         if (cli_is_help(a)) return cli_usage("bench");
-        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir_opt = val; i++; }
         else if (!strcmp(a, "--draft")) { if (!val) return cli_fail("--draft needs a value"); draft = val; i++; }
         else if (!strcmp(a, "--prompts")) { if (!val) return cli_fail("--prompts needs a file"); prompts_path = val; i++; }
         else if (!strcmp(a, "--out")) { if (!val) return cli_fail("--out needs a file"); out_path = val; i++; }

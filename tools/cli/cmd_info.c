@@ -8,8 +8,9 @@ int cmd_info(int argc, char **argv) {
     long threads = 0, device = 0, tp = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int taken = cli_input_option(a, val, &dir_opt, NULL, NULL, &i);
+        if (taken) { if (taken < 0) return 1; continue; }
         if (cli_is_help(a)) return cli_usage("info");
-        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir_opt = val; i++; }
         else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name"); backend = val; i++; }
         else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &threads)) return 1; i++; }
         else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &device)) return 1; i++; }

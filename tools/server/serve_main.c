@@ -119,9 +119,9 @@ int cmd_serve(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int taken = cli_ctx_option(a, val, &cp, &i);
+        if (!taken) taken = cli_input_option(a, val, &dir, NULL, NULL, &i);
         if (taken) { if (taken < 0) return 1; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage_to(stdout); return 0; }
-        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir = val; i++; }
         else if (!strcmp(a, "--host")) { if (!val || !*val) return cli_fail("--host needs an address"); host = val; i++; }
         else if (!strcmp(a, "--port")) { if (cli_int(a, val, 1, 65535, &port)) return 1; i++; }
         else if (!strcmp(a, "--api-key")) { if (!val || !*val) return cli_fail("--api-key needs a key"); api_key = val; i++; }
