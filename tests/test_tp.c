@@ -330,6 +330,23 @@ int main(void) {
         check_forward(ma, "tiny 4/2", na, 3, prompt, 20);
         check_forward(mb, "tiny 8/4", nb, 3, prompt, 20);
 
+        /* --tp-reduce none skips the sums (a timing arm): the logits must then be far off, while the
+         * counter still counts the all-reduces it skipped */
+        {
+            specdec_model_info ia;
+            specdec_model_get_info(ma, &ia);
+            specdec_ctx *pl = mk_ctx(ma, 0, "cpu", 0, &e), *nr = mk_ctx(ma, 2, "cpu", SD_TP_REDUCE_NONE, &e);
+            CHECK(pl && nr, "reduce none ctx: %s", e.msg);
+            float *a = pl ? logits_of(pl, prompt, 8, ia.vocab_size, &e) : NULL;
+            float *b = nr ? logits_of(nr, prompt, 8, ia.vocab_size, &e) : NULL;
+            CHECK(a && b && max_abs_diff(a, b, (size_t)8 * ia.vocab_size) > 1e-2f, "reduce none: logits close to the true ones");
+            specdec_tp_stats ts;
+            specdec_ctx_tp_stats(nr, &ts);
+            CHECK(ts.allreduce_calls == 2 * 2, "reduce none: %llu all-reduces counted for 2 layers", (unsigned long long)ts.allreduce_calls);
+            free(a); free(b);
+            specdec_ctx_free(pl); specdec_ctx_free(nr);
+        }
+
         specdec_drafter *mtp = NULL, *ng = NULL;
         CHECK(specdec_drafter_init_mtp(ma, &mtp, &e) == SPECDEC_OK, "mtp: %s", e.msg);
         CHECK(specdec_drafter_init_ngram(0, &ng, &e) == SPECDEC_OK, "ngram: %s", e.msg);
