@@ -38,6 +38,8 @@ fi
 (cd build && ctest --output-on-failure -j2)
 # every parser's libFuzzer target for a bounded time (10 s each; `bash scripts/fuzz.sh 600` for a campaign)
 bash scripts/fuzz.sh "${SPECDEC_FUZZ_SECONDS:-10}"
+# the safetensors target still finds a planted out-of-bounds read within that budget
+bash tests/fuzz/plant_check.sh offsets "${SPECDEC_FUZZ_SECONDS:-10}"
 # the static CLI the training recipe carries to the GPU machine (tools/train/README.md)
 cmake -S . -B build-static -DSPECDEC_STATIC=ON > /dev/null
 cmake --build build-static -j2 --target specdec_cli > /dev/null
