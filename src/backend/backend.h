@@ -149,6 +149,14 @@ typedef struct sd_backend_i {
     /* dst (n) = row (*idx + off) of src (rows of ld floats). */
     specdec_status (*copy_row)(sd_backend *b, float *dst, const float *src, int ld, int n, const int32_t *idx,
                                int off);
+
+    /* ---- tensor parallelism (optional: NULL on a backend of one rank; src/tp/) ---- */
+    /* x (n) = the sum over the ranks of each rank's x, bitwise identical on every rank and
+     * independent of n (a row's sum never depends on T). scratch: n_ranks * n floats. */
+    specdec_status (*allreduce)(sd_backend *b, float *x, size_t n, float *scratch);
+    /* Like upload, but rank r gets host[r] (each `bytes` long): a sharded weight. */
+    specdec_status (*upload_ranks)(sd_backend *b, const void *const *host, size_t bytes, const char *what,
+                                   const void **out, specdec_err *err);
 } sd_backend_i;
 
 struct sd_backend {
@@ -159,6 +167,7 @@ struct sd_backend {
     int n_threads;             /* CPU threads the backend runs on (0 on devices) */
     sd_backend_stats stats;
     specdec_err err;           /* the message of the last op that failed */
+    int tp_ranks;              /* ranks of a tensor-parallel backend (src/tp/); 0 on a plain one */
 };
 
 /* Backend options (from specdec_ctx_params). */
@@ -167,9 +176,12 @@ typedef struct sd_backend_opts {
     bool reference;            /* CPU: the scalar reference ops */
     const char *cpu_level;     /* CPU: a SIMD level by name ("avx2", ...; NULL = the default choice) */
     int precision;             /* matmuls over quantized weights: 0 the backend's measured default,
-                                * 1 f32 activations (the reference), 2 int8 activations (blocks of 32) */
+                                * 1 f32 activations (the reference), 2 int8 activations (blocks of 32);
+                                * SD_PRECISION_* */
     int device;                /* GPU index */
 } sd_backend_opts;
+
+enum { SD_PRECISION_DEFAULT = 0, SD_PRECISION_F32 = 1, SD_PRECISION_INT8 = 2 };
 
 /* Create the backend called `name` ("auto", "cpu", "cuda", ...). An unknown or unavailable name is
  * SPECDEC_ERR_INVALID_ARG / SPECDEC_ERR_UNSUPPORTED with a message listing those built in. */

@@ -7,6 +7,8 @@
 #include "backend/walk_step.h"
 #include "cpu/ops.h"
 #include "cpu/ops_internal.h"
+#include "cpu/ops_i8.h"
+#include <stdio.h>
 #include "cpu/pool.h"
 #include "sample/sample.h"
 #include "util/err.h"
@@ -18,6 +20,8 @@
 typedef struct cpu_be {
     sd_backend b;
     const sd_ops *ops;
+    int i8;                     /* int8 activations for the quantized matmuls that take them */
+    char kname[48];             /* "avx512", "avx512 int8", ... */
     sd_pool *pool;
     float *attn_scratch;        /* grows to the largest attention call seen */
     size_t attn_cap;
@@ -38,7 +42,7 @@ static void cpu_free(sd_backend *b) {
     free(c);
 }
 
-static const char *cpu_kernels(const sd_backend *b) { return ((const cpu_be *)b->impl)->ops->name; }
+static const char *cpu_kernels(const sd_backend *b) { return ((const cpu_be *)b->impl)->kname; }
 
 static bool cpu_supports(const sd_backend *b, sd_op op, const sd_op_desc *d) {
     if (op == SD_OP_LM_ARGMAX) return false;   /* matmul + argmax */
@@ -89,7 +93,8 @@ static specdec_status cpu_embed(sd_backend *b, const sd_mat *E, const int32_t *i
 
 static specdec_status cpu_matmul(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T) {
     cpu_be *c = CB(b);
-    c->ops->matmul(W, x, ldx, y, ldy, T, c->pool);
+    if (c->i8 && sd_i8_supported(W)) c->ops->matmul_i8(W, x, ldx, y, ldy, T, c->pool);
+    else c->ops->matmul(W, x, ldx, y, ldy, T, c->pool);
     b->stats.ops++;
     return SPECDEC_OK;
 }
@@ -240,6 +245,8 @@ specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, sp
     cpu_be *c = calloc(1, sizeof *c);
     if (!c) return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
     c->ops = ops;
+    c->i8 = o->precision == SD_PRECISION_INT8;
+    snprintf(c->kname, sizeof c->kname, "%s%s", ops->name, c->i8 ? " int8" : "");
     c->pool = sd_pool_create(o->n_threads);
     if (!c->pool) {
         free(c);

@@ -29,6 +29,9 @@ typedef struct sd_ops {
      * 0..pos0+t (the new K/V already stored). q (T, nh*hd), out (T, nh*hd). */
     void (*attention)(const sd_attn_shape *s, const sd_kv_layer *kv, const float *q, float *out,
                       int T, int pos0, float *scratch, sd_pool *p);
+    /* matmul with int8 activations (src/cpu/ops_i8.h) over a quantized W that sd_i8_supported
+     * takes: the same bits at every level, the reference set included */
+    void (*matmul_i8)(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T, sd_pool *p);
 } sd_ops;
 
 /* The scalar reference set and the fastest set this CPU supports. */

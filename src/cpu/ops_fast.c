@@ -7,6 +7,7 @@
  * Also holds the portable kernels (the "portable" level) and the debug invariance breaker. */
 #include "cpu/ops.h"
 #include "cpu/ops_internal.h"
+#include "cpu/ops_i8.h"
 #include "util/dtype.h"
 #include "util/err.h"
 #include "util/mem.h"
@@ -14,6 +15,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
 
 /* sd_ops_debug_break_invariance: a process-wide flag, off by default. When on, the fast
  * matmul flips the last mantissa bit of y[0][0] whenever T > 1, so a block-vs-chain
@@ -107,9 +111,12 @@ const sd_isa *sd_isa_portable(void) { return &portable_isa; }
 #if !(defined(__x86_64__) || defined(_M_X64))
 const sd_isa *sd_isa_avx512(void) { return NULL; }
 const sd_isa *sd_isa_avx2(void) { return NULL; }
+sd_i8_rows_fn sd_i8_rows_avx512(void) { return NULL; }
+sd_i8_rows_fn sd_i8_rows_avx2(void) { return NULL; }
 #endif
 #if !(defined(__aarch64__) || defined(_M_ARM64))
 const sd_isa *sd_isa_neon(void) { return NULL; }
+sd_i8_rows_fn sd_i8_rows_neon(void) { return NULL; }
 #endif
 
 /* ---------------------------------------------------------------- matmul dispatch */
@@ -125,7 +132,7 @@ static int tl_key_ok;
 static void tl_free(void *p) { free(p); }
 static void tl_key_make(void) { tl_key_ok = pthread_key_create(&tl_key, tl_free) == 0; }
 
-static float *scratch_floats(size_t n) {
+float *sd_ops_scratch(size_t n) {
     if (n > tl_cap) {
         /* aligned (util/mem.h): the kernels' full-vector loads of xp / xs never straddle a cache
          * line. The contents are rewritten by every call: no copy. */
@@ -190,7 +197,7 @@ static void fast_matmul(const sd_isa *isa, const sd_mat *W, const float *x, int 
     if (W->bits && isa->lanes) {
         const int E = 32 / W->bits, L = isa->lanes, nw = W->cols / E, nb = (nw + L - 1) / L;
         const int ldxp = nb * L * E, ldxs = (W->cols / W->group + 15) / 16 * 16;
-        float *buf = scratch_floats((size_t)T * (size_t)(ldxp + ldxs));
+        float *buf = sd_ops_scratch((size_t)T * (size_t)(ldxp + ldxs));
         if (!buf) { /* out of memory: the portable kernel needs no scratch */
             j.isa = sd_isa_portable();
         } else {
@@ -290,7 +297,9 @@ void sd_neon_silu_mul(float *g, const float *u, int n, int T);
 #endif
 
 /* ---------------------------------------------------------------- op sets per level */
-#define LEVEL_OPS(L, ISAFN, ROPE, SILU) \
+#define LEVEL_OPS(L, ISAFN, I8FN, ROPE, SILU) \
+    static void mi8_##L(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T, sd_pool *p) { \
+        sd_i8_matmul(I8FN(), W, x, ldx, y, ldy, T, p); } \
     static void mm_##L(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T, sd_pool *p) { \
         fast_matmul(ISAFN(), W, x, ldx, y, ldy, T, p); } \
     static void rms_##L(float *out, const float *x, const float *w, int n, int T, float eps) { \
@@ -299,12 +308,26 @@ void sd_neon_silu_mul(float *g, const float *u, int n, int T);
     static void attn_##L(const sd_attn_shape *s, const sd_kv_layer *kv, const float *q, float *out, int T, \
                          int pos0, float *scratch, sd_pool *p) { \
         fast_attention(ISAFN(), s, kv, q, out, T, pos0, scratch, p); } \
-    static const sd_ops ops_##L = {#L, mm_##L, rms_##L, ROPE, SILU, attn_##L};
+    static const sd_ops ops_##L = {#L, mm_##L, rms_##L, ROPE, SILU, attn_##L, mi8_##L};
 
-LEVEL_OPS(avx512, sd_isa_avx512, fast_rope, fast_silu_mul)
-LEVEL_OPS(avx2, sd_isa_avx2, fast_rope, fast_silu_mul)
-LEVEL_OPS(neon, sd_isa_neon, NEON_ROPE, NEON_SILU)
-LEVEL_OPS(scalar, sd_isa_portable, fast_rope, fast_silu_mul)
+/* int8 kernels per level: AVX-512 without VNNI takes the 256-bit ones; the portable level (and a
+ * level without its own) the plain C recipe (NULL). */
+static sd_i8_rows_fn i8_avx512(void) { return sd_i8_rows_avx512() ? sd_i8_rows_avx512() : sd_i8_rows_avx2(); }
+static sd_i8_rows_fn i8_none(void) { return (sd_i8_rows_fn)0; }
+
+LEVEL_OPS(avx512, sd_isa_avx512, i8_avx512, fast_rope, fast_silu_mul)
+LEVEL_OPS(avx2, sd_isa_avx2, sd_i8_rows_avx2, fast_rope, fast_silu_mul)
+LEVEL_OPS(neon, sd_isa_neon, sd_i8_rows_neon, NEON_ROPE, NEON_SILU)
+LEVEL_OPS(scalar, sd_isa_portable, i8_none, fast_rope, fast_silu_mul)
+
+#if defined(__x86_64__) || defined(_M_X64)
+/* F16C is CPUID.1:ECX bit 29; asked directly because clang (14) has no "f16c" for
+ * __builtin_cpu_supports, and the library must also build with clang (the fuzz targets). */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
 
 static int level_supported(const char *level) {
     if (strcmp(level, "scalar") == 0 || strcmp(level, "portable") == 0) return 1;
@@ -313,7 +336,7 @@ static int level_supported(const char *level) {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl");
     if (strcmp(level, "avx2") == 0)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
 #endif
 #if defined(__aarch64__) || defined(_M_ARM64)
     if (strcmp(level, "neon") == 0) return sd_isa_neon() != NULL; /* Advanced SIMD is baseline on AArch64 */

@@ -80,6 +80,10 @@ const sd_ops *sd_ops_fast_level(const char *level);
  * by default). Both settings give bitwise the same results; only the speed differs. */
 extern int sd_avx512_qs_mode;
 
+/* Per-thread aligned scratch of n floats for the calling thread's matmul preparation (grows,
+ * never shrinks, freed at thread exit); NULL when out of memory. */
+float *sd_ops_scratch(size_t n);
+
 /* The debug switch of sd_ops_debug_break_invariance (read by the dispatcher). */
 extern int sd_ops_dbg_break;
 

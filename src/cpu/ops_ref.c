@@ -3,6 +3,7 @@
  * Reductions accumulate in double so the reference sits closer to the exact value than any
  * float kernel; results are rounded to f32 once at the end. Shapes as in ops.h. */
 #include "cpu/ops.h"
+#include "cpu/ops_i8.h"
 #include "cpu/ops_internal.h"
 #include "util/dtype.h"
 #include <math.h>
@@ -137,6 +138,10 @@ void sd_kv_store(sd_kv_dtype_e dt, void *cache, int row_elems, int pos0, const f
     }
 }
 
+static void ref_matmul_i8(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T, sd_pool *p) {
+    sd_i8_matmul_ref(W, x, ldx, y, ldy, T);
+}
+
 static const sd_ops ref_ops = {
     .name = "ref",
     .matmul = ref_matmul,
@@ -144,6 +149,7 @@ static const sd_ops ref_ops = {
     .rope = sd_ref_rope,
     .silu_mul = sd_ref_silu_mul,
     .attention = ref_attention,
+    .matmul_i8 = ref_matmul_i8,
 };
 
 const sd_ops *sd_ops_ref(void) { return &ref_ops; }

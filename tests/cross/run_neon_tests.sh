@@ -24,8 +24,9 @@ B=$(mktemp -d /tmp/sdneon-XXXXXX)
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$B"' EXIT
 
 cd "$ROOT" || exit 2
-SRCS="src/cpu/ops_fast.c src/cpu/ops_ref.c src/cpu/ops_neon.c src/cpu/pool.c src/util/dtype.c src/util/err.c src/util/mem.c
-      tests/check.c tests/test_ops.c"
+LIB="src/cpu/ops_fast.c src/cpu/ops_ref.c src/cpu/ops_neon.c src/cpu/ops_i8.c src/cpu/ops_i8_neon.c src/cpu/pool.c
+     src/util/dtype.c src/util/err.c src/util/mem.c tests/check.c"
+SRCS="$LIB tests/test_ops.c"
 CFLAGS="-std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fno-strict-aliasing
         -Isrc -Iinclude -Itests -DSPECDEC_SOURCE_DIR_DEFAULT=\"$ROOT\" ${EXTRA_CFLAGS:-}"
 echo "run_neon_tests: $CC $(echo $CFLAGS)"
@@ -34,6 +35,13 @@ if ! "$CC" $CFLAGS -o "$B/test_ops" $SRCS -lm -lpthread ${EXTRA_CFLAGS:-} 2>"$B/
     cat "$B/cc.log" >&2; echo "run_neon_tests: FAIL: cross build failed" >&2; exit 1
 fi
 [ -s "$B/cc.log" ] && { echo "run_neon_tests: compiler warnings:" >&2; cat "$B/cc.log" >&2; }
+# shellcheck disable=SC2086
+if ! "$CC" $CFLAGS -DSD_I8_NO_BACKEND -o "$B/test_ops_i8" $LIB src/backend/tensor.c tests/test_ops_i8.c -lm -lpthread ${EXTRA_CFLAGS:-} 2>"$B/cc8.log"; then
+    cat "$B/cc8.log" >&2; echo "run_neon_tests: FAIL: cross build of test_ops_i8 failed" >&2; exit 1
+fi
+if ! "${CC%gcc}objdump" -d "$B/test_ops_i8" 2>/dev/null | grep -q 'sdot'; then
+    echo "run_neon_tests: FAIL: no sdot instruction in test_ops_i8" >&2; exit 1
+fi
 # the NEON kernels must really be in the binary (not the stub)
 if ! "${CC%gcc}objdump" -d "$B/test_ops" 2>/dev/null | grep -q 'fmla'; then
     echo "run_neon_tests: FAIL: no fmla instruction in the binary" >&2; exit 1
@@ -52,6 +60,14 @@ if ! grep -q 'fast level neon' "$B/out.log"; then
 fi
 if ! grep -qx 'level neon' "$B/out.log"; then
     echo "run_neon_tests: FAIL: the neon level was not tested" >&2; fail=1
+fi
+SPECDEC_SOURCE_DIR=$ROOT "$QEMU" -L "$SYSROOT" "$B/test_ops_i8" >"$B/out8.log" 2>&1
+rc8=$?
+cat "$B/out8.log"
+echo "run_neon_tests: test_ops_i8 under $QEMU: exit $rc8"
+if [ $rc8 -ne 0 ]; then echo "run_neon_tests: FAIL: test_ops_i8 exited $rc8" >&2; fail=1; fi
+if ! grep -qx 'level neon' "$B/out8.log"; then
+    echo "run_neon_tests: FAIL: the neon int8 level was not tested" >&2; fail=1
 fi
 [ $fail -eq 0 ] && echo "run_neon_tests: PASS"
 exit $fail

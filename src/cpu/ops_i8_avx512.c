@@ -1,0 +1,112 @@
+/* ops_i8_avx512.c: the int8-activation matmul rows with AVX-512 VNNI (vpdpbusd: unsigned weight
+ * bytes x signed activation bytes, four products summed into each 32-bit lane, exactly). One
+ * step (ops_i8.h) is one zmm of 16 lanes: for 4-bit weights the 64 packed bytes of two chunks
+ * split into their low and high nibbles (two dpbusd against the prepared activations), for
+ * 8-bit weights the 64 bytes of one chunk (one dpbusd). Then the recipe's float part: convert,
+ * times D, one FMA by the lane scales (a permute of the row's 16 group scales) and one by the
+ * lane biases. Every lane does exactly the recipe's operations, so the result is the scalar
+ * recipe's bits. Compiled with the AVX-512 flags (CMake); VNNI is asked for here. */
+#include "cpu/ops_i8.h"
+#include <immintrin.h>
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("avx512vnni")
+#elif defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
+#endif
+
+#define SD_AINLINE static inline __attribute__((always_inline))
+#define NT_MAX 4
+
+/* 16 group values (scales or biases) of dtype dt from element e0, masked lanes 0. */
+SD_AINLINE __m512 groups16(specdec_dtype dt, const void *base, size_t e0, __mmask16 m) {
+    if (dt == SPECDEC_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)base + e0);
+    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)base + e0);
+    if (dt == SPECDEC_DTYPE_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+
+/* The recipe's final tree (sd_i8_tree): halves, then 4, 2, 1. */
+SD_AINLINE float tree16(__m512 v) {
+    __m256 u = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+
+/* Row r against tokens t0..t0+NT-1. */
+SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const int bits, const specdec_dtype dt) {
+    const sd_mat *W = a->W;
+    const int cols = W->cols, ng = cols / W->group;
+    const int sps = 16 * W->group / (bits == 4 ? 128 : 64);   /* steps per 16 groups */
+    const uint8_t *wr = (const uint8_t *)W->w + (size_t)r * (size_t)(cols * bits / 8);
+    const size_t gr = (size_t)r * ng;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[NT_MAX];
+    for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
+    for (int p0 = 0, gs = 0; p0 < a->steps; p0 += sps, gs += 16) {
+        const int n = ng - gs < 16 ? ng - gs : 16;
+        const __mmask16 gm = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1u);
+        const __m512 S = groups16(dt, W->scales, gr + gs, gm), B = groups16(dt, W->biases, gr + gs, gm);
+        const int p1 = p0 + sps < a->steps ? p0 + sps : a->steps;
+        for (int p = p0; p < p1; p++) {
+            /* permutexvar reads the low 4 bits of the absolute group: its place among these 16 */
+            const __m512i gi = _mm512_loadu_si512(a->g16 + p * 16);
+            const __m512 S16 = _mm512_permutexvar_ps(gi, S), B16 = _mm512_permutexvar_ps(gi, B);
+            const __m512i w = _mm512_loadu_si512(wr + (size_t)p * 64);
+            __m512i lo = w, hi = w;
+            if (bits == 4) {
+                lo = _mm512_and_si512(w, m4);
+                hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+            }
+            for (int t = 0; t < NT; t++) {
+                const size_t tt = (size_t)(t0 + t);
+                const int8_t *xq = a->xq + tt * a->ldq + (size_t)p * (bits == 4 ? 128 : 64);
+                __m512i I = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, _mm512_loadu_si512(xq));
+                if (bits == 4) I = _mm512_dpbusd_epi32(I, hi, _mm512_loadu_si512(xq + 64));
+                const __m512 F = _mm512_mul_ps(_mm512_cvtepi32_ps(I), _mm512_loadu_ps(a->dv + tt * a->ldv + p * 16));
+                acc[t] = _mm512_fmadd_ps(S16, F, acc[t]);
+                acc[t] = _mm512_fmadd_ps(B16, _mm512_loadu_ps(a->xv + tt * a->ldv + p * 16), acc[t]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = tree16(acc[t]);
+}
+
+SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, const specdec_dtype dt) {
+    for (int r = r0; r < r1; r++) {
+        int t = 0;
+        for (; t + 4 <= a->T; t += 4) row_tile(a, r, t, 4, bits, dt);
+        switch (a->T - t) {
+        case 3: row_tile(a, r, t, 3, bits, dt); break;
+        case 2: row_tile(a, r, t, 2, bits, dt); break;
+        case 1: row_tile(a, r, t, 1, bits, dt); break;
+        default: break;
+        }
+    }
+}
+
+#define KIND(name, BITS, DT) static void name(const sd_i8_args *a, int r0, int r1) { rows_kind(a, r0, r1, BITS, DT); }
+KIND(q4_f32, 4, SPECDEC_DTYPE_F32)
+KIND(q4_f16, 4, SPECDEC_DTYPE_F16)
+KIND(q4_bf16, 4, SPECDEC_DTYPE_BF16)
+KIND(q8_f32, 8, SPECDEC_DTYPE_F32)
+KIND(q8_f16, 8, SPECDEC_DTYPE_F16)
+KIND(q8_bf16, 8, SPECDEC_DTYPE_BF16)
+
+static void rows(const sd_i8_args *a, int r0, int r1) {
+    const sd_mat *W = a->W;
+    int d = W->dtype == SPECDEC_DTYPE_F16 ? 1 : W->dtype == SPECDEC_DTYPE_BF16 ? 2 : 0;
+    static void (*const q4[3])(const sd_i8_args *, int, int) = {q4_f32, q4_f16, q4_bf16};
+    static void (*const q8[3])(const sd_i8_args *, int, int) = {q8_f32, q8_f16, q8_bf16};
+    (W->bits == 4 ? q4 : q8)[d](a, r0, r1);
+}
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
+
+sd_i8_rows_fn sd_i8_rows_avx512(void) {
+    return __builtin_cpu_supports("avx512vnni") ? rows : (sd_i8_rows_fn)0;
+}

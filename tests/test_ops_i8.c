@@ -1,0 +1,202 @@
+/* test_ops_i8.c: the int8-activation matmul (src/cpu/ops_i8.h).
+ *  - the block quantizer: range, rounding, zero and non-finite blocks;
+ *  - every level this CPU runs (and on x86 the AVX2 maddubs form next to AVX-VNNI) against the
+ *    scalar reference sd_i8_matmul_ref, BIT FOR BIT (the recipe is fixed, integer sums exact),
+ *    for 4/8-bit x groups 64/128 x scales f32/f16/bf16, odd row counts, several widths;
+ *  - batch invariance: every T in 1..64 gives each row the bits it gets alone, with pools of
+ *    1, 2 and 3 threads;
+ *  - closeness to the f32 reference (the quantization error of int8 activations is bounded:
+ *    per block |x - d xq| <= d / 2, so |y_i8 - y_f32| <= sum_j |w_j| d_j / 2 plus rounding);
+ *  - shapes the path does not take (group 32, cols not a whole step) are refused by
+ *    sd_i8_supported, and the backend then gives the f32 result.
+ * Seeds are fresh each run (printed); SD_TEST_SEED=<n> replays one. */
+#include "backend/backend.h"
+#include "check.h"
+#include "cpu/ops.h"
+#include "cpu/ops_i8.h"
+#include "util/dtype.h"
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t rng_s;
+static uint64_t rnd(void) {
+    rng_s ^= rng_s >> 12; rng_s ^= rng_s << 25; rng_s ^= rng_s >> 27;
+    return rng_s * 0x2545F4914F6CDD1DULL;
+}
+static float rndf(float lo, float hi) {
+    float u = (float)((rnd() >> 40) * (1.0 / 16777216.0));
+    float v = lo + (hi - lo) * u;
+    return (rnd() & 1) ? v : -v;
+}
+
+static void store_elem(specdec_dtype dt, void *p, size_t i, float v) {
+    if (dt == SPECDEC_DTYPE_F32) ((float *)p)[i] = v;
+    else if (dt == SPECDEC_DTYPE_F16) ((uint16_t *)p)[i] = sd_f32_to_f16(v);
+    else ((uint16_t *)p)[i] = sd_f32_to_bf16(v);
+}
+
+typedef struct tmat { sd_mat m; void *w, *s, *b; } tmat;
+static tmat make_mat(int rows, int cols, int bits, int group, specdec_dtype dt) {
+    tmat t;
+    memset(&t, 0, sizeof t);
+    t.m.rows = rows; t.m.cols = cols; t.m.dtype = dt; t.m.bits = bits; t.m.group = group;
+    size_t es = sd_dtype_size(dt), nw = (size_t)rows * cols / (32 / bits), ng = (size_t)rows * cols / group;
+    uint32_t *w = malloc(nw * 4);
+    for (size_t i = 0; i < nw; i++) w[i] = (uint32_t)rnd();
+    t.w = w; t.s = malloc(ng * es); t.b = malloc(ng * es);
+    float qmid = (float)(1 << (bits - 1));
+    for (size_t i = 0; i < ng; i++) {
+        float s = rndf(0.002f, 0.05f);
+        store_elem(dt, t.s, i, s);
+        store_elem(dt, t.b, i, -s * qmid + rndf(0.0f, 0.01f));
+    }
+    t.m.w = t.w; t.m.scales = t.s; t.m.biases = t.b;
+    return t;
+}
+static void free_mat(tmat *t) { free(t->w); free(t->s); free(t->b); }
+
+static void test_quant_block(void) {
+    float x[32];
+    int8_t q[32];
+    for (int i = 0; i < 32; i++) x[i] = rndf(0.0f, 3.0f);
+    x[5] = -4.0f; /* the largest magnitude: its q is -127 */
+    float d = sd_i8_quant_block(x, 32, q);
+    CHECK(fabsf(d - 4.0f / 127.0f) < 1e-9f, "d = %g", d);
+    CHECK(q[5] == -127, "q[5] = %d", q[5]);
+    for (int i = 0; i < 32; i++) CHECK(fabsf(x[i] - d * q[i]) <= d * 0.5f * 1.0001f, "x[%d] %g q %d d %g", i, x[i], q[i], d);
+    memset(x, 0, sizeof x);
+    CHECK(sd_i8_quant_block(x, 32, q) == 0.0f && q[0] == 0 && q[31] == 0, "zero block");
+    x[3] = INFINITY; x[4] = 1.0f;
+    CHECK(sd_i8_quant_block(x, 32, q) == 0.0f && q[4] == 0, "non-finite block gives zeros");
+    x[3] = NAN;
+    CHECK(sd_i8_quant_block(x, 32, q) == 0.0f && q[4] == 0, "NaN block gives zeros");
+}
+
+static sd_pool *pools[4];
+
+/* One weight kind at one level: bitwise equal to the reference at every T in 1..64 (each row
+ * alone and inside blocks), with 1..3 threads; close to the f32 reference. */
+static void test_kind(const sd_ops *F, const char *lvl, int rows, int cols, int bits, int group, specdec_dtype dt) {
+    enum { TMAX = 64 };
+    tmat W = make_mat(rows, cols, bits, group, dt);
+    CHECK(sd_i8_supported(&W.m), "supported %dx%d q%d g%d", rows, cols, bits, group);
+    const int ldx = cols + 3, ldy = rows + 1;
+    float *x = malloc(sizeof(float) * (size_t)TMAX * ldx);
+    for (int i = 0; i < TMAX * ldx; i++) x[i] = rndf(0.0f, 1.0f) * ((i % 97) == 0 ? 8.0f : 1.0f);
+    float *yr = malloc(sizeof(float) * (size_t)TMAX * ldy), *y = malloc(sizeof(float) * (size_t)TMAX * ldy);
+    float *yf = malloc(sizeof(float) * (size_t)TMAX * ldy);
+    sd_i8_matmul_ref(&W.m, x, ldx, yr, ldy, TMAX);
+    sd_ops_ref()->matmul(&W.m, x, ldx, yf, ldy, TMAX, NULL);
+    int bad = 0;
+    const int slow = strcmp(lvl, "scalar") == 0;   /* the plain C recipe: a spread of T only */
+    for (int T = 1; T <= TMAX && !bad; T++)
+        for (int th = 0; th <= 3 && !bad; th++) {
+            if (slow && T != 1 && T != 2 && T != 5 && T != TMAX) continue;
+            if (th > 0 && T % 7 != 1 && T != TMAX) continue;   /* threads: a spread of T */
+            for (int i = 0; i < T * ldy; i++) y[i] = NAN;
+            F->matmul_i8(&W.m, x, ldx, y, ldy, T, th ? pools[th] : NULL);
+            for (int t = 0; t < T && !bad; t++)
+                for (int r = 0; r < rows && !bad; r++)
+                    if (memcmp(&y[(size_t)t * ldy + r], &yr[(size_t)t * ldy + r], 4) != 0) {
+                        CHECK(0, "%s q%d g%d %s %dx%d T=%d threads=%d: y[%d][%d] = %.9g, reference %.9g", lvl, bits,
+                              group, dt == SPECDEC_DTYPE_F32 ? "f32" : dt == SPECDEC_DTYPE_F16 ? "f16" : "bf16", rows, cols, T, th, t, r, y[(size_t)t * ldy + r],
+                              yr[(size_t)t * ldy + r]);
+                        bad = 1;
+                    }
+            for (int t = 0; t < T && !bad; t++)
+                if (!isnan(y[(size_t)t * ldy + rows])) { CHECK(0, "%s: padding written", lvl); bad = 1; }
+        }
+    /* closeness: |y - y_f32| within the activation quantization error bound */
+    if (strcmp(lvl, "scalar") == 0)
+        for (int t = 0; t < TMAX; t += 9)
+            for (int r = 0; r < rows; r++) {
+                double bound = 0.0;
+                const float *xt = x + (size_t)t * ldx;
+                float row[SD_I8_MAXCOLS];
+                sd_mat_row_f32(&W.m, r, row);
+                for (int b = 0; b < cols / 32; b++) {
+                    float amax = 0.0f, wsum = 0.0f;
+                    for (int j = b * 32; j < b * 32 + 32; j++) {
+                        if (fabsf(xt[j]) > amax) amax = fabsf(xt[j]);
+                        wsum += fabsf(row[j]);
+                    }
+                    bound += (double)wsum * amax / 127.0 * 0.5;
+                }
+                bound = bound * 1.01 + 1e-4;
+                double e = fabs((double)yr[(size_t)t * ldy + r] - yf[(size_t)t * ldy + r]);
+                if (e > bound) {
+                    CHECK(0, "q%d g%d: int8 vs f32 error %g > bound %g at [%d][%d]", bits, group, e, bound, t, r);
+                    t = TMAX;
+                    break;
+                }
+            }
+    free(x); free(y); free(yr); free(yf);
+    free_mat(&W);
+}
+
+static void test_level(const sd_ops *F, const char *lvl) {
+    static const specdec_dtype dts[3] = {SPECDEC_DTYPE_BF16, SPECDEC_DTYPE_F16, SPECDEC_DTYPE_F32};
+    static const int widths4[] = {128, 384, 640, 1152}, widths8[] = {64, 192, 384, 1088};
+    for (int d = 0; d < 3; d++)
+        for (int wi = 0; wi < 4; wi++) {
+            int rows = 37 + 16 * wi + d;   /* odd counts: thread splits cut the 16-row ranges */
+            test_kind(F, lvl, rows, widths4[wi], 4, 64, dts[d]);
+            if (widths4[wi] % 128 == 0 && widths4[wi] >= 128) test_kind(F, lvl, rows, widths4[wi], 4, 128, dts[d]);
+            test_kind(F, lvl, rows, widths8[wi], 8, 64, dts[d]);
+        }
+    test_kind(F, lvl, 19, 1024, 8, 128, SPECDEC_DTYPE_BF16);
+}
+
+/* Shapes the int8 path does not take give, through the backend, the f32 result. */
+static void test_refused(void) {
+    tmat a = make_mat(8, 96, 4, 32, SPECDEC_DTYPE_BF16), b = make_mat(8, 64, 4, 64, SPECDEC_DTYPE_BF16);
+    CHECK(!sd_i8_supported(&a.m), "group 32 refused");
+    CHECK(!sd_i8_supported(&b.m), "4-bit cols 64 (half a step) refused");
+#ifndef SD_I8_NO_BACKEND   /* the aarch64 cross build links the CPU ops only */
+    sd_backend_opts o = {.n_threads = 1, .precision = SD_PRECISION_INT8};
+    sd_backend *B = NULL;
+    specdec_err err;
+    CHECK(sd_backend_cpu_new(&o, &B, &err) == SPECDEC_OK, "cpu backend");
+    if (B) {
+        float x[96], y[8], yf[8];
+        for (int i = 0; i < 96; i++) x[i] = rndf(0.0f, 1.0f);
+        B->i->matmul(B, &a.m, x, 96, y, 8, 1);
+        sd_ops_fast()->matmul(&a.m, x, 96, yf, 8, 1, NULL);
+        CHECK(memcmp(y, yf, sizeof y) == 0, "refused shape: f32 result");
+        CHECK(strstr(B->i->kernels(B), "int8") != NULL, "kernels names int8: %s", B->i->kernels(B));
+        sd_backend_free(B);
+    }
+#endif
+    free_mat(&a); free_mat(&b);
+}
+
+int main(void) {
+    const char *env = getenv("SD_TEST_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 10) : ((uint64_t)time(NULL) * 1000003u) ^ (uint64_t)getpid();
+    if (!seed) seed = 88172645463325252ULL;
+    rng_s = seed;
+    fprintf(stderr, "test_ops_i8: seed %llu (SD_TEST_SEED to replay)\n", (unsigned long long)seed);
+    for (int n = 1; n <= 3; n++) pools[n] = sd_pool_create(n);
+    test_quant_block();
+    static const char *levels[] = {"avx512", "avx2", "neon", "scalar"};
+    for (int i = 0; i < 4; i++) {
+        const sd_ops *F = sd_ops_fast_level(levels[i]);
+        if (!F) { fprintf(stderr, "level %s: not supported here, skipped\n", levels[i]); continue; }
+        fprintf(stderr, "level %s\n", levels[i]);
+        test_level(F, levels[i]);
+        if (strcmp(levels[i], "avx2") == 0 || strcmp(levels[i], "neon") == 0) {
+            /* the form without a dot-product instruction too (maddubs / smull), where VNNI / sdot
+             * took its place */
+            sd_i8_avx2_novnni = 1;
+            test_level(F, levels[i][0] == 'a' ? "avx2-maddubs" : "neon-smull");
+            sd_i8_avx2_novnni = 0;
+        }
+    }
+    test_refused();
+    for (int n = 1; n <= 3; n++) sd_pool_free(pools[n]);
+    return check_finish("test_ops_i8");
+}
