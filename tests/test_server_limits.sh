@@ -28,7 +28,7 @@ err_is() {
 # ---- context length (--ctx 64) ----------------------------------------------------------
 long=$(printf 'int x%d = %d; ' $(seq 1 40 | awk '{print $1, $1}'))
 ST=$(http POST $A/v1/completions -d "{\"prompt\":\"$long\",\"max_tokens\":4}")
-check "prompt over --ctx -> 400 context_length_exceeded ($ST)" err_is 400 context_length_exceeded "maximum context length is 64"
+check "prompt over --ctx -> 400 context_length_exceeded ($ST)" err_is 400 context_length_exceeded "maximum context length is 64 tokens; the prompt has [0-9]* tokens (--ctx)"
 ST=$(http POST $A/v1/completions -d '{"prompt":"static int","max_tokens":8,"temperature":0}')
 check "a short prompt inside --ctx is served ($ST)" [ "$ST" = 200 ]
 
@@ -69,6 +69,11 @@ exec 3<&-
 check "a connection idle mid-request is closed by --idle-timeout-s 1 (rc $rc, ${dt} ms in 700..3000)" \
     [ "$rc" = 0 -a "$dt" -ge 700 -a "$dt" -lt 3000 ]
 check "server a alive after all of it" alive $A
+
+# prompt + max_tokens past the context (the model's 1024 on server q)
+ST=$(http POST $Q/v1/completions -d '{"prompt":"static int x = 1; static int y = 2;","max_tokens":1020}')
+check "prompt + max_tokens over the context -> 400 context_length_exceeded ($ST)" err_is 400 context_length_exceeded "max_tokens is 1020 (--ctx)"
+check "... naming max_tokens" [ "$(jq -r .error.param "$TMP/body")" = max_tokens ]
 
 # ---- pending requests (--queue 1) ----------------------------------------------------------
 for i in 1 2 3 4 5; do

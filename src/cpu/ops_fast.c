@@ -17,6 +17,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
 
 /* sd_ops_debug_break_invariance: a process-wide flag, off by default. When on, the fast
  * matmul flips the last mantissa bit of y[0][0] whenever T > 1, so a block-vs-chain
@@ -319,6 +322,15 @@ LEVEL_OPS(avx2, sd_isa_avx2, sd_i8_rows_avx2, fast_rope, fast_silu_mul)
 LEVEL_OPS(neon, sd_isa_neon, sd_i8_rows_neon, NEON_ROPE, NEON_SILU)
 LEVEL_OPS(scalar, sd_isa_portable, i8_none, fast_rope, fast_silu_mul)
 
+#if defined(__x86_64__) || defined(_M_X64)
+/* F16C is CPUID.1:ECX bit 29; asked directly because clang (14) has no "f16c" for
+ * __builtin_cpu_supports, and the library must also build with clang (the fuzz targets). */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 static int level_supported(const char *level) {
     if (strcmp(level, "scalar") == 0 || strcmp(level, "portable") == 0) return 1;
 #if defined(__x86_64__) || defined(_M_X64)
@@ -326,7 +338,7 @@ static int level_supported(const char *level) {
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl");
     if (strcmp(level, "avx2") == 0)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
 #endif
 #if defined(__aarch64__) || defined(_M_ARM64)
     if (strcmp(level, "neon") == 0) return sd_isa_neon() != NULL; /* Advanced SIMD is baseline on AArch64 */

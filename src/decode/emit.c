@@ -120,7 +120,7 @@ const char *specdec_stop_reason_name(int reason) {
     case SPECDEC_STOP_EOS: return "eos";
     case SPECDEC_STOP_STRING: return "stop";
     case SPECDEC_STOP_CANCELLED: return "cancelled";
-    case SPECDEC_STOP_CONTEXT: return "context";
+    case SPECDEC_STOP_CONTEXT: return "context_full";
     }
     return "unknown";
 }

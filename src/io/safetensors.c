@@ -129,16 +129,25 @@ static specdec_status parse_entry(const st_file *f, const char *name, json_t *v,
     return SPECDEC_OK;
 }
 
-/* Map `path`, validate its header and append its tensors to s as file index s->n_files. */
-static specdec_status load_file(sd_st_set *s, const char *path, specdec_err *err) {
+/* Append an empty file record named `path` to s (sd_st_close releases it from then on). */
+static st_file *add_file(sd_st_set *s, const char *path, specdec_err *err) {
     st_file *files = realloc(s->files, (size_t)(s->n_files + 1) * sizeof *files);
-    if (!files) return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory", path);
+    if (!files) { sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory", path); return NULL; }
     s->files = files;
     st_file *f = &s->files[s->n_files];
     memset(f, 0, sizeof *f);
     f->path = st_strdup(path);
-    if (!f->path) return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory", path);
-    s->n_files++; /* from here on sd_st_close releases f */
+    if (!f->path) { sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory", path); return NULL; }
+    s->n_files++;
+    return f;
+}
+
+static specdec_status parse_image(sd_st_set *s, st_file *f, const uint8_t *p, uint64_t size, specdec_err *err);
+
+/* Map `path`, validate its header and append its tensors to s as file index s->n_files. */
+static specdec_status load_file(sd_st_set *s, const char *path, specdec_err *err) {
+    st_file *f = add_file(s, path, err);
+    if (!f) return SPECDEC_ERR_NOMEM;
 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -161,8 +170,16 @@ static specdec_status load_file(sd_st_set *s, const char *path, specdec_err *err
     if (map == MAP_FAILED) return sd_fail(err, SPECDEC_ERR_IO, "%s: mmap failed: %s", path, strerror(map_errno));
     f->map = map;
     f->map_len = (size_t)size;
+    return parse_image(s, f, map, size, err);
+}
 
-    const uint8_t *p = map;
+/* Validate the file image p[0..size) (length field, JSON header, every entry) and append its
+ * tensors to s as file f (the last one added). Shared by mapped files and in-memory buffers. */
+static specdec_status parse_image(sd_st_set *s, st_file *f, const uint8_t *p, uint64_t size, specdec_err *err) {
+    const char *path = f->path;
+    if (size < 8)
+        return sd_fail(err, SPECDEC_ERR_FORMAT, "%s: file is %llu bytes, shorter than the 8-byte header length",
+                       path, (unsigned long long)size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | p[i];
     if (n > size - 8)
@@ -242,6 +259,20 @@ specdec_status sd_st_open_file(const char *path, sd_st_set **out, specdec_err *e
     sd_st_set *s = set_new();
     if (!s) return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory", path);
     specdec_status st = load_file(s, path, err);
+    if (st == SPECDEC_OK) st = build_index(s, err);
+    if (st != SPECDEC_OK) { sd_st_close(s); return st; }
+    *out = s;
+    return SPECDEC_OK;
+}
+
+specdec_status sd_st_open_buffer(const void *buf, size_t len, const char *name, sd_st_set **out,
+                                 specdec_err *err) {
+    if (!buf || !name || !out) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "sd_st_open_buffer: NULL argument");
+    *out = NULL;
+    sd_st_set *s = set_new();
+    if (!s) return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory", name);
+    st_file *f = add_file(s, name, err);
+    specdec_status st = f ? parse_image(s, f, buf, len, err) : SPECDEC_ERR_NOMEM;
     if (st == SPECDEC_OK) st = build_index(s, err);
     if (st != SPECDEC_OK) { sd_st_close(s); return st; }
     *out = s;

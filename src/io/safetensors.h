@@ -29,6 +29,11 @@ typedef struct sd_st_set sd_st_set;
 specdec_status sd_st_open_file(const char *path, sd_st_set **out, specdec_err *err);
 /* Open a model directory: DIR/model.safetensors.index.json if present, else DIR/model.safetensors. */
 specdec_status sd_st_open_dir(const char *dir, sd_st_set **out, specdec_err *err);
+/* Validate an in-memory safetensors image (the bytes of one file) exactly as a mapped file is
+ * validated; `name` stands for the file in messages. The set borrows buf: it must outlive the set.
+ * (The parser's fuzz target calls this; files go through the same code on their mapping.) */
+specdec_status sd_st_open_buffer(const void *buf, size_t len, const char *name, sd_st_set **out,
+                                 specdec_err *err);
 void sd_st_close(sd_st_set *s);
 
 int sd_st_count(const sd_st_set *s);

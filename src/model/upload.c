@@ -4,6 +4,7 @@
  * embedding's upload. On the CPU backend all of this is a zero-copy view of the mapping. */
 #include "model/weights.h"
 #include "backend/backend.h"
+#include "tp/plan.h"
 #include "util/err.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,21 +14,51 @@ static const float *rebase(const float *p, const float *host_pool, const float *
     return p ? dev_pool + (p - host_pool) : NULL;
 }
 
-static specdec_status up_layer(sd_backend *b, const char *prefix, const sd_layer_w *h, sd_layer_w *d,
-                               const float *hp, const float *dp, specdec_err *err) {
+/* A layer matrix on a tensor-parallel backend: each rank gets its slice (tp/plan.h). */
+static specdec_status up_shard(sd_backend *b, const sd_tp_plan *pl, const sd_config *c, const sd_mat *h,
+                               sd_tp_split split, const char *name, sd_mat *d, specdec_err *err) {
+    sd_mat sl[SD_TP_MAX];
+    memset(sl, 0, sizeof sl);
+    *d = *h;
+    d->w = d->scales = d->biases = NULL;
+    specdec_status st = SPECDEC_OK;
+    for (int r = 0; r < pl->n && st == SPECDEC_OK; r++) st = sd_tp_slice(pl, c, h, split, r, name, &sl[r], err);
+    if (st == SPECDEC_OK) {
+        d->rows = sl[0].rows;
+        d->cols = sl[0].cols;
+        const void *w[SD_TP_MAX], *sc[SD_TP_MAX], *bi[SD_TP_MAX];
+        for (int r = 0; r < pl->n; r++) { w[r] = sl[r].w; sc[r] = sl[r].scales; bi[r] = sl[r].biases; }
+        size_t es = h->dtype == SPECDEC_DTYPE_F32 ? 4 : 2, R = (size_t)d->rows, C = (size_t)d->cols;
+        size_t wbytes = h->bits ? R * (C * (size_t)h->bits / 8) : R * C * es;
+        st = b->i->upload_ranks(b, w, wbytes, name, &d->w, err);
+        if (st == SPECDEC_OK && h->bits) {
+            size_t sbytes = R * (C / (size_t)h->group) * es;
+            st = b->i->upload_ranks(b, sc, sbytes, name, &d->scales, err);
+            if (st == SPECDEC_OK) st = b->i->upload_ranks(b, bi, sbytes, name, &d->biases, err);
+        }
+    }
+    for (int r = 0; r < pl->n; r++) sd_tp_slice_free(&sl[r]);
+    if (st != SPECDEC_OK) sd_be_unload_mat(b, d);
+    return st;
+}
+
+static specdec_status up_layer(sd_backend *b, const sd_tp_plan *pl, const sd_config *c, const char *prefix,
+                               const sd_layer_w *h, sd_layer_w *d, const float *hp, const float *dp, specdec_err *err) {
     char nm[160];
     d->attn_norm = rebase(h->attn_norm, hp, dp);
     d->mlp_norm = rebase(h->mlp_norm, hp, dp);
     d->q_norm = rebase(h->q_norm, hp, dp);
     d->k_norm = rebase(h->k_norm, hp, dp);
-#define UP(f, n) (snprintf(nm, sizeof nm, "%s.%s.weight", prefix, n), sd_be_upload_mat(b, &h->f, nm, &d->f, err))
-    SD_TRY(UP(q, "self_attn.q_proj"));
-    SD_TRY(UP(k, "self_attn.k_proj"));
-    SD_TRY(UP(v, "self_attn.v_proj"));
-    SD_TRY(UP(o, "self_attn.o_proj"));
-    SD_TRY(UP(gate, "mlp.gate_proj"));
-    SD_TRY(UP(up, "mlp.up_proj"));
-    SD_TRY(UP(down, "mlp.down_proj"));
+#define UP(f, n, split)                                                                         \
+    (snprintf(nm, sizeof nm, "%s.%s.weight", prefix, n),                                        \
+     pl ? up_shard(b, pl, c, &h->f, split, nm, &d->f, err) : sd_be_upload_mat(b, &h->f, nm, &d->f, err))
+    SD_TRY(UP(q, "self_attn.q_proj", SD_TP_ROWS_Q));
+    SD_TRY(UP(k, "self_attn.k_proj", SD_TP_ROWS_KV));
+    SD_TRY(UP(v, "self_attn.v_proj", SD_TP_ROWS_KV));
+    SD_TRY(UP(o, "self_attn.o_proj", SD_TP_COLS_O));
+    SD_TRY(UP(gate, "mlp.gate_proj", SD_TP_ROWS_I));
+    SD_TRY(UP(up, "mlp.up_proj", SD_TP_ROWS_I));
+    SD_TRY(UP(down, "mlp.down_proj", SD_TP_COLS_I));
 #undef UP
     return SPECDEC_OK;
 }
@@ -40,6 +71,13 @@ static void unload_layer(sd_backend *b, sd_layer_w *L) {
 specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_weights *h, sd_weights *d,
                                  specdec_err *err) {
     memset(d, 0, sizeof *d);
+    sd_tp_plan plan, *pl = NULL;   /* the split on a tensor-parallel backend */
+    if (b->tp_ranks) {
+        SD_TRY(sd_tp_plan_make(c, b->tp_ranks, c->quant_bits ? c->quant_group : 0, "model", &plan, err));
+        if (!b->i->upload_ranks)
+            return sd_fail(err, SPECDEC_ERR_INTERNAL, "backend %s: tensor parallel without upload_ranks", b->name);
+        pl = &plan;
+    }
     specdec_status st = SPECDEC_OK;
     const float *dp = NULL;
     size_t pool_n = h->f32_pool_n;
@@ -60,7 +98,7 @@ specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_wei
     for (int l = 0; l < c->n_layers; l++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "model.layers.%d", l);
-        if ((st = up_layer(b, prefix, &h->layers[l], &d->layers[l], h->f32_pool, dp, err))) goto fail;
+        if ((st = up_layer(b, pl, c, prefix, &h->layers[l], &d->layers[l], h->f32_pool, dp, err))) goto fail;
     }
     if (h->mtp) {
         sd_mtp_w *m = d->mtp;
@@ -72,7 +110,7 @@ specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_wei
         for (int k = 0; k < m->n_layers; k++) {
             char prefix[64];
             snprintf(prefix, sizeof prefix, "mtp.layers.%d", k);
-            if ((st = up_layer(b, prefix, &h->mtp->layers[k], &m->layers[k], h->f32_pool, dp, err))) goto fail;
+            if ((st = up_layer(b, pl, c, prefix, &h->mtp->layers[k], &m->layers[k], h->f32_pool, dp, err))) goto fail;
         }
     }
     return SPECDEC_OK;

@@ -34,6 +34,12 @@ static specdec_status check_shape(const sd_st_set *st, const sd_st_tensor *t, lo
                    t->name, have, want);
 }
 
+/* Where a missing tensor was looked for, for messages: the one file, or the first of the shards. */
+static const char *st_where(const sd_st_set *st) {
+    const char *p = sd_st_file_path(st, 0);
+    return p ? p : "the checkpoint";
+}
+
 static const sd_st_tensor *find2(const sd_st_set *st, const char *base, const char *suffix) {
     char name[256];
     snprintf(name, sizeof name, "%s%s", base, suffix);
@@ -47,10 +53,12 @@ static specdec_status bind_mat(const sd_config *c, const sd_st_set *st, const ch
     m->rows = rows;
     m->cols = cols;
     const sd_st_tensor *w = find2(st, base, ".weight"), *s = find2(st, base, ".scales");
-    if (!w) return sd_fail(err, SPECDEC_ERR_MISSING, "tensor '%s.weight' is missing", base);
+    if (!w) return sd_fail(err, SPECDEC_ERR_MISSING, "%s%s: tensor '%s.weight' is missing", st_where(st),
+                           sd_st_file_path(st, 1) ? " (and the other shards)" : "", base);
     if (!s) {
         if (w->dtype == SPECDEC_DTYPE_U32 && c->quant_bits)
-            return sd_fail(err, SPECDEC_ERR_MISSING, "tensor '%s.scales' is missing (quantized '%s.weight' needs it)", base, base);
+            return sd_fail(err, SPECDEC_ERR_MISSING, "%s: tensor '%s.scales' is missing (quantized '%s.weight' needs it)",
+                           sd_st_file_path(st, w->file), base, base);
         if (!is_float(w->dtype))
             return sd_fail(err, SPECDEC_ERR_DTYPE, "%s: tensor '%s' has dtype %s, a dense linear needs F32, F16 or BF16%s", sd_st_file_path(st, w->file), w->name,
                            specdec_dtype_name(w->dtype), w->dtype == SPECDEC_DTYPE_U32 ? " (U32 without quantization in config.json)" : "");
@@ -65,7 +73,8 @@ static specdec_status bind_mat(const sd_config *c, const sd_st_set *st, const ch
     if (cols % g != 0 || ((long long)cols * bits) % 32 != 0)
         return sd_fail(err, SPECDEC_ERR_SHAPE, "tensor '%s.weight': %d input columns are not a multiple of group size %d", base, cols, g);
     const sd_st_tensor *b = find2(st, base, ".biases");
-    if (!b) return sd_fail(err, SPECDEC_ERR_MISSING, "tensor '%s.biases' is missing (quantized '%s.weight' needs it)", base, base);
+    if (!b) return sd_fail(err, SPECDEC_ERR_MISSING, "%s: tensor '%s.biases' is missing (quantized '%s.weight' needs it)",
+                          sd_st_file_path(st, w->file), base, base);
     if (w->dtype != SPECDEC_DTYPE_U32)
         return sd_fail(err, SPECDEC_ERR_DTYPE, "%s: tensor '%s' has dtype %s, a quantized weight must be U32", sd_st_file_path(st, w->file), w->name, specdec_dtype_name(w->dtype));
     if (!is_float(s->dtype))
@@ -89,7 +98,8 @@ static specdec_status bind_mat(const sd_config *c, const sd_st_set *st, const ch
 static specdec_status bind_norm(const sd_st_set *st, const char *name, int n, float *pool, size_t *pos,
                                 const float **out, specdec_err *err) {
     const sd_st_tensor *t = sd_st_find(st, name);
-    if (!t) return sd_fail(err, SPECDEC_ERR_MISSING, "tensor '%s' is missing", name);
+    if (!t) return sd_fail(err, SPECDEC_ERR_MISSING, "%s%s: tensor '%s' is missing", st_where(st),
+                          sd_st_file_path(st, 1) ? " (and the other shards)" : "", name);
     if (!is_float(t->dtype))
         return sd_fail(err, SPECDEC_ERR_DTYPE, "%s: tensor '%s' has dtype %s, a norm weight needs F32, F16 or BF16", sd_st_file_path(st, t->file), name,
                        specdec_dtype_name(t->dtype));
@@ -148,7 +158,8 @@ static specdec_status bind_all(const sd_config *c, const sd_st_set *st, bool wan
         w->lm_head = w->embed; /* a stored lm_head.weight of a tied checkpoint is ignored, as transformers does */
     } else {
         if (!sd_st_find(st, "lm_head.weight"))
-            return sd_fail(err, SPECDEC_ERR_MISSING, "tensor 'lm_head.weight' is missing (config.json: tie_word_embeddings is false)");
+            return sd_fail(err, SPECDEC_ERR_MISSING, "%s%s: tensor 'lm_head.weight' is missing (config.json: tie_word_embeddings is false)",
+                           st_where(st), sd_st_file_path(st, 1) ? " (and the other shards)" : "");
         SD_TRY(bind_mat(c, st, "lm_head", V, H, &w->lm_head, err));
     }
     for (int l = 0; l < L; l++) {

@@ -331,7 +331,7 @@ void server_generate(srv_server *s, srv_job *j) {
     }
     if ((int64_t)n_ids >= s->n_ctx) {
         srv_error_set(&j->err, 400, "invalid_request_error", param, "context_length_exceeded",
-                      "This model's maximum context length is %d tokens; the prompt has %zu tokens", s->n_ctx, n_ids);
+                      "This model's maximum context length is %d tokens; the prompt has %zu tokens (--ctx)", s->n_ctx, n_ids);
         goto out;
     }
     if (budget < 0) {
@@ -340,7 +340,7 @@ void server_generate(srv_server *s, srv_job *j) {
     }
     if ((int64_t)n_ids + budget > s->n_ctx) {
         srv_error_set(&j->err, 400, "invalid_request_error", "max_tokens", "context_length_exceeded",
-                      "This model's maximum context length is %d tokens; the prompt has %zu tokens and max_tokens is %d",
+                      "This model's maximum context length is %d tokens; the prompt has %zu tokens and max_tokens is %d (--ctx)",
                       s->n_ctx, n_ids, budget);
         goto out;
     }
