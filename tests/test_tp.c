@@ -3,7 +3,7 @@
  * come from, the all-reduce's order of additions (gather-sum in rank order; the ring's chunks), the
  * sharded forward against the unsharded one at N = 2, 4, 8 within a tolerance set by two valid
  * summation orders of the unsharded model, greedy tokens, speculative == classic through the sim
- * (MTP and n-gram), run-to-run determinism, and the NCCL communicator's answer without a device. */
+ * (MTP, n-gram, a draft model; greedy and seeded), run-to-run determinism, and the NCCL communicator's answer without a device. */
 #include "check.h"
 #include "tiny_spec.h"
 #include "specdec.h"
@@ -269,14 +269,16 @@ static void check_forward(specdec_model *m, const char *what, const int *ns, int
 }
 
 /* speculative == classic on a tensor-parallel context, and the probe's verdict. */
-static void check_spec(specdec_model *m, int tp, const char *be, int reduce, specdec_drafter *d, const char *dn,
-                       const int32_t *p, int np, bool expect_spec) {
+static void check_spec_t(specdec_model *m, int tp, const char *be, int reduce, specdec_drafter *d, const char *dn,
+                         const int32_t *p, int np, bool expect_spec, float temp) {
     specdec_err e = {0};
     specdec_ctx *c = mk_ctx(m, tp, be, reduce, &e);
     CHECK(c, "tp=%d: %s", tp, e.msg);
     if (!c) return;
     specdec_gen_params gp = specdec_gen_default_params();
     gp.ignore_eos = true;
+    gp.sampling.temperature = temp;   /* > 0: the seeded sampler, whose output equals classic's too */
+    gp.sampling.seed = 11;
     long long acc = 0;
     for (int K = 2; K <= 8; K += 3) {
         gp.max_tokens = 30 + K;
@@ -296,20 +298,27 @@ static void check_spec(specdec_model *m, int tp, const char *be, int reduce, spe
     if (expect_spec) CHECK(acc > 0, "tp=%d %s: no draft accepted: the identity proves little", tp, dn);
     specdec_ctx_free(c);
 }
+static void check_spec(specdec_model *m, int tp, const char *be, int reduce, specdec_drafter *d, const char *dn,
+                       const int32_t *p, int np, bool expect_spec) {
+    check_spec_t(m, tp, be, reduce, d, dn, p, np, expect_spec, 0.0f);
+}
 
 int main(void) {
     test_plan();
     test_slices();
     test_allreduce_order();
 
-    char t1[64], t2[64];
-    if (!tm_mkdtemp(t1, sizeof t1) || !tm_mkdtemp(t2, sizeof t2)) { CHECK(0, "mkdtemp"); return check_finish("test_tp"); }
+    char t1[64], t2[64], t3[64];
+    if (!tm_mkdtemp(t1, sizeof t1) || !tm_mkdtemp(t2, sizeof t2) || !tm_mkdtemp(t3, sizeof t3)) {
+        CHECK(0, "mkdtemp");
+        return check_finish("test_tp");
+    }
     specdec_err e = {0};
     /* model A: 4 heads / 2 KV heads (N = 4 replicates each KV head on 2 ranks); model B: 8 / 4, I 128 (N = 8) */
     ts_dims da = ts_default(), db = ts_default();
     db.nh = 8; db.nkv = 4; db.hd = 8;
     int no_eos[1] = {0};
-    CHECK(ts_write_pair(t1, NULL, &da, 7, no_eos, 0) == 0 && ts_write_pair(t2, NULL, &db, 9, no_eos, 0) == 0, "write models");
+    CHECK(ts_write_pair(t1, t3, &da, 7, no_eos, 0) == 0 && ts_write_pair(t2, NULL, &db, 9, no_eos, 0) == 0, "write models");
     specdec_model *ma = NULL, *mb = NULL;
     CHECK(specdec_model_load(t1, NULL, &ma, &e) == SPECDEC_OK, "load A: %s", e.msg);
     CHECK(specdec_model_load(t2, NULL, &mb, &e) == SPECDEC_OK, "load B: %s", e.msg);
@@ -320,6 +329,23 @@ int main(void) {
         int na[] = {1, 2, 4}, nb[] = {2, 4, 8};
         check_forward(ma, "tiny 4/2", na, 3, prompt, 20);
         check_forward(mb, "tiny 8/4", nb, 3, prompt, 20);
+
+        /* --tp-reduce none skips the sums (a timing arm): the logits must then be far off, while the
+         * counter still counts the all-reduces it skipped */
+        {
+            specdec_model_info ia;
+            specdec_model_get_info(ma, &ia);
+            specdec_ctx *pl = mk_ctx(ma, 0, "cpu", 0, &e), *nr = mk_ctx(ma, 2, "cpu", SD_TP_REDUCE_NONE, &e);
+            CHECK(pl && nr, "reduce none ctx: %s", e.msg);
+            float *a = pl ? logits_of(pl, prompt, 8, ia.vocab_size, &e) : NULL;
+            float *b = nr ? logits_of(nr, prompt, 8, ia.vocab_size, &e) : NULL;
+            CHECK(a && b && max_abs_diff(a, b, (size_t)8 * ia.vocab_size) > 1e-2f, "reduce none: logits close to the true ones");
+            specdec_tp_stats ts;
+            specdec_ctx_tp_stats(nr, &ts);
+            CHECK(ts.allreduce_calls == 2 * 2, "reduce none: %llu all-reduces counted for 2 layers", (unsigned long long)ts.allreduce_calls);
+            free(a); free(b);
+            specdec_ctx_free(pl); specdec_ctx_free(nr);
+        }
 
         specdec_drafter *mtp = NULL, *ng = NULL;
         CHECK(specdec_drafter_init_mtp(ma, &mtp, &e) == SPECDEC_OK, "mtp: %s", e.msg);
@@ -332,6 +358,12 @@ int main(void) {
          * at N = 4 a row's order of additions depends on T, the probe sees it and declines */
         check_spec(ma, 2, "cpu", SD_TP_REDUCE_RING, mtp, "mtp ring", prompt, 17, true);
         check_spec(ma, 4, "cpu", SD_TP_REDUCE_RING, mtp, "mtp ring", prompt, 17, false);
+        /* seeded sampling, and a draft model (its own plan, on the same ranks) */
+        check_spec_t(ma, 2, "cpu-sim", SD_TP_REDUCE_GATHER, mtp, "mtp seeded", prompt, 17, true, 0.8f);
+        specdec_drafter *dm = NULL;
+        CHECK(specdec_drafter_init_model(ma, t3, &dm, &e) == SPECDEC_OK, "draft model: %s", e.msg);
+        if (dm) check_spec(ma, 2, "cpu-sim", SD_TP_REDUCE_GATHER, dm, "draft model", prompt, 17, true);
+        specdec_drafter_free(dm);
         specdec_drafter_free(mtp);
         specdec_drafter_free(ng);
 
@@ -349,6 +381,7 @@ int main(void) {
     specdec_model_free(mb);
     tm_rm_rf(t1);
     tm_rm_rf(t2);
+    tm_rm_rf(t3);
 
     /* the embedded model at N = 2 (4-bit, groups of 64: the column slices hold 6 and 5 groups) */
     specdec_model *mk = NULL;

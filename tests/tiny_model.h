@@ -184,4 +184,20 @@ static inline void tm_byte_key(int b, char *out) {
     else sprintf(out, "\\u%04x", cp);
 }
 
+/* dir/tokenizer.json: a byte-level BPE tokenizer whose vocabulary is the 256 byte tokens (id = the
+ * byte) and no merges, so text tokenizes to its bytes. Returns 0 on success. */
+static inline int tm_write_byte_tokenizer(const char *dir) {
+    static char json[16384];
+    size_t l = (size_t)snprintf(json, sizeof json, "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,"
+        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},\"post_processor\":null,"
+        "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"unk_token\":null,\"vocab\":{");
+    for (int b = 0; b < 256; b++) {
+        char k[16];
+        tm_byte_key(b, k);
+        l += (size_t)snprintf(json + l, sizeof json - l, "%s\"%s\":%d", b ? "," : "", k, b);
+    }
+    l += (size_t)snprintf(json + l, sizeof json - l, "},\"merges\":[]}}");
+    return tm_write_file(dir, "tokenizer.json", json, l);
+}
+
 #endif

@@ -58,8 +58,7 @@ int cli_input_option(const char *a, const char *val, const char **dir, const cha
     return 1;
 }
 
-/* s as one of the n names into *out (the matching value); else an error naming opt and the choices. */
-static int cli_choice(const char *opt, const char *s, const char *const *names, const int *values, int n, int *out) {
+int cli_choice(const char *opt, const char *s, const char *const *names, const int *values, int n, int *out) {
     char all[128] = "";
     for (int k = 0; k < n; k++) {
         if (s && !strcmp(s, names[k])) { *out = values[k]; return 0; }
@@ -94,6 +93,15 @@ int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *
     else return 0;
     (*i)++;
     return 1;
+}
+
+int cli_parse_sampling(const char *s, specdec_spec_sampling *out) {
+    static const char *const names[] = {"seeded", "rejection"};
+    static const int values[] = {SPECDEC_SPEC_SEEDED, SPECDEC_SPEC_REJECTION};
+    int v = 0;
+    if (cli_choice("--sampling", s, names, values, 2, &v)) return 1;
+    *out = (specdec_spec_sampling)v;
+    return 0;
 }
 
 int cli_parse_precision(const char *s, specdec_precision *out) {

@@ -24,7 +24,12 @@ int cli_float(const char *opt, const char *s, double lo, double hi, double *out)
 
 /* Load a model showing a progress bar on stderr when it is a terminal. */
 specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m, specdec_err *err);
+/* s as one of the n names into *out (the matching value); else an error naming opt and the choices
+ * (or that a value is missing), returning 1. */
+int cli_choice(const char *opt, const char *s, const char *const *names, const int *values, int n, int *out);
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out);
+/* --sampling seeded|rejection */
+int cli_parse_sampling(const char *s, specdec_spec_sampling *out);
 /* The context options of every command that runs a model (--threads, --backend, --device, --ctx,
  * --kv-dtype, --precision, --reference, --tp, --tp-reduce) into *cp. Returns 0 when `a` is none of them, 1 when it was taken (*i
  * then indexes its value, if it has one), -1 after printing what is wrong with it. */

@@ -72,12 +72,7 @@ int cmd_bench(int argc, char **argv) {
         }
         else if (!strcmp(a, "--temp")) { if (cli_float(a, val, 0, 100, &d)) return 1; gp.sampling.temperature = (float)d; given[SPECDEC_GEN_TEMPERATURE] = true; i++; }
         else if (!strcmp(a, "--seed")) { if (cli_seed(a, val, &gp.sampling.seed, &seed_fresh)) return 1; i++; }
-        else if (!strcmp(a, "--sampling")) {
-            if (val && !strcmp(val, "seeded")) sp.sampling = SPECDEC_SPEC_SEEDED;
-            else if (val && !strcmp(val, "rejection")) sp.sampling = SPECDEC_SPEC_REJECTION;
-            else return cli_fail("--sampling: want rejection or seeded");
-            i++;
-        }
+        else if (!strcmp(a, "--sampling")) { if (cli_parse_sampling(val, &sp.sampling)) return 1; i++; }
         else if (!strcmp(a, "--draft-vocab")) {
             if (!val) return cli_fail("--draft-vocab needs FILE[:N] or none");
             if (na == MAXA) return cli_fail("at most %d speculative arms besides the first", MAXA - 1);

@@ -25,6 +25,8 @@ int cmd_info(int argc, char **argv) {
     if (specdec_backend_describe(backend, (int)threads, (int)device, be, sizeof be, &err)) return cli_fail_err(&err);
     specdec_model *m = NULL;
     if (cli_load_model(dir, true, &m, &err)) return cli_fail_err(&err);
+    char plan[1024] = "";   /* a plan that does not split is refused before anything is printed */
+    if (tp && specdec_tp_describe(m, (int)tp, plan, sizeof plan, &err)) { specdec_model_free(m); return cli_fail_err(&err); }
     specdec_model_info in;
     specdec_model_get_info(m, &in);
     printf("model_type:        %s\n", in.model_type);
@@ -45,12 +47,11 @@ int cmd_info(int argc, char **argv) {
     else
         printf("mtp drafter:       none\n");
     printf("backend:           %s (built in: %s)\n", be, specdec_backends());
-    if (tp) {
-        char plan[1024];
-        if (specdec_tp_describe(m, (int)tp, plan, sizeof plan, &err)) { specdec_model_free(m); return cli_fail_err(&err); }
-        printf("tensor parallel:   %s\n", plan);
-    }
+    char why[768];
+    specdec_cpu_kernels_why(why, sizeof why);
+    if (tp) printf("tensor parallel:   %s\n", plan);
     printf("cpu kernels:       %s (SPECDEC_SIMD overrides)\n", kernels);
+    printf("kernels chosen:    %s\n", why);
     specdec_generation_config g;
     specdec_model_generation_config(m, &g);
     printf("eos ids:          ");

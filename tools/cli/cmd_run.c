@@ -48,12 +48,7 @@ int cmd_run(int argc, char **argv) {
             else { if (cli_int(a, val, 2, SPECDEC_SPEC_MAX_DEPTH, &v)) return 1; sp.block_size = (int)v; }
             i++;
         }
-        else if (!strcmp(a, "--sampling")) {
-            if (val && !strcmp(val, "rejection")) sp.sampling = SPECDEC_SPEC_REJECTION;
-            else if (val && !strcmp(val, "seeded")) sp.sampling = SPECDEC_SPEC_SEEDED;
-            else return cli_fail("--sampling: want rejection or seeded");
-            i++;
-        }
+        else if (!strcmp(a, "--sampling")) { if (cli_parse_sampling(val, &sp.sampling)) return 1; i++; }
         else if (!strcmp(a, "--allow-inexact")) sp.allow_inexact = true;
         else if (!strcmp(a, "--profile-drafter")) sp.profile = true;
         else if (!strcmp(a, "--verify-rows")) { if (cli_int(a, val, 1, SPECDEC_SPEC_MAX_DEPTH, &v)) return 1; sp.verify_rows = (int)v; i++; }
