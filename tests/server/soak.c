@@ -34,6 +34,7 @@ static struct {
     unsigned long long seed_base;
     double temp, top_p;
     const char *expect_dir;
+    char *prompts_buf;           /* prompts.txt; prompts[] point into it */
     char **prompts;
     char **exp_greedy, **exp_seeded;
     size_t *len_greedy, *len_seeded;
@@ -101,6 +102,7 @@ static bool load_expectations(void) {
     char path[4096];
     snprintf(path, sizeof path, "%s/prompts.txt", opt.expect_dir);
     char *all = read_file(path, NULL);
+    opt.prompts_buf = all;
     if (!all) { fprintf(stderr, "soak: cannot read %s\n", path); return false; }
     int cap = 64;
     opt.prompts = calloc((size_t)cap, sizeof *opt.prompts);
@@ -631,5 +633,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < S.n_problems; i++) printf("- problem: %s\n", S.first_problem[i]);
     printf("%sverdict: %s (%ld wrong answers, %ld unexpected statuses, %ld without answer)\n", S.n_problems ? "\n" : "",
            pass ? "PASS" : "FAIL", wrong, bad, transport);
+    fflush(stdout);
+    /* everything freed, so a leak check of this program (the ASan build) finds only real leaks */
+    for (int i = 0; i < opt.n_prompts; i++) { free(opt.exp_greedy[i]); free(opt.exp_seeded[i]); }
+    free(opt.exp_greedy); free(opt.exp_seeded); free(opt.len_greedy); free(opt.len_seeded);
+    free(opt.prompts); free(opt.prompts_buf);
+    free(th); free(plan); free(S.ttft); free(S.total); free(samples);
     return pass ? 0 : 1;
 }
