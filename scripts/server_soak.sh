@@ -38,6 +38,9 @@ flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'avx2|fma|f16c|
     echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src tools tests include CMakeLists.txt || echo ' (with uncommitted changes)')"
     echo "- command: \`SOAK_REQUESTS=$SOAK_REQUESTS SOAK_CLIENTS=$SOAK_CLIENTS SOAK_N=$SOAK_N bash scripts/server_soak.sh\` ($secs s in all, expected texts included)"
     echo
+    echo "One worker generates for all clients (batch 1), so with several clients the latencies below are"
+    echo "mostly time in the queue; a generation alone is the hang-up row's last request."
+    echo
     cat "$rep"
 } >"$OUT"
 tail -5 "$log"
