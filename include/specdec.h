@@ -90,6 +90,9 @@ const char *specdec_dtype_name(specdec_dtype dt);
  * makes context creation fail with SPECDEC_ERR_INVALID_ARG, and this return NULL. Each level is batch- and thread-
  * invariant; different levels sum in different orders, so their results may differ in the last bits. */
 const char *specdec_cpu_kernels(void);
+/* Why that level: "forced by SPECDEC_SIMD=...", or the calibration (timings per level, cached or
+ * measured now); into buf (NUL-terminated). */
+void specdec_cpu_kernels_why(char *buf, size_t n);
 /* SPECDEC_OK, or the error context creation would give for the SPECDEC_SIMD setting. */
 specdec_status specdec_cpu_kernels_check(specdec_err *err);
 

@@ -145,7 +145,7 @@ PY
 fi
 
 if has bench; then
-  [ -x build-gpu/bench_cuda ] && { run_to 300 "$OUT/bench_cuda.md" build-gpu/bench_cuda; log "bench_cuda: $(tail -1 "$OUT/bench_cuda.md")"; }
+  [ -x build-gpu/bench_cuda ] && { run_to 500 "$OUT/bench_cuda.md" build-gpu/bench_cuda; log "bench_cuda: $(tail -1 "$OUT/bench_cuda.md")"; }
 fi
 
 if has spec; then

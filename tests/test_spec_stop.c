@@ -35,11 +35,7 @@ int main(void) {
     int32_t *prompt = NULL; size_t np = 0;
     CHECK(specdec_tokenize(tok, "abcabcabc", 9, &prompt, &np, &err) == SPECDEC_OK && np == 9, "tokenize: %s", err.msg);
     specdec_drafter *dr[3] = {0};
-    char ms[128];
-    snprintf(ms, sizeof ms, "model:%s", ddir);
-    CHECK(specdec_drafter_init(m, "ngram", &dr[0], &err) == SPECDEC_OK, "%s", err.msg);
-    CHECK(specdec_drafter_init(m, "mtp", &dr[1], &err) == SPECDEC_OK, "%s", err.msg);
-    CHECK(specdec_drafter_init(m, ms, &dr[2], &err) == SPECDEC_OK, "%s", err.msg);
+    CHECK(ts_three_drafters(m, ddir, dr, &err) == SPECDEC_OK, "drafters: %s", err.msg);
 
     specdec_gen_params gp = specdec_gen_default_params();
     gp.ignore_eos = true; gp.max_tokens = 80; gp.on_text = on_text;

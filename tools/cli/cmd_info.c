@@ -47,8 +47,11 @@ int cmd_info(int argc, char **argv) {
     else
         printf("mtp drafter:       none\n");
     printf("backend:           %s (built in: %s)\n", be, specdec_backends());
+    char why[768];
+    specdec_cpu_kernels_why(why, sizeof why);
     if (tp) printf("tensor parallel:   %s\n", plan);
     printf("cpu kernels:       %s (SPECDEC_SIMD overrides)\n", kernels);
+    printf("kernels chosen:    %s\n", why);
     specdec_generation_config g;
     specdec_model_generation_config(m, &g);
     printf("eos ids:          ");
