@@ -24,6 +24,8 @@ int cli_float(const char *opt, const char *s, double lo, double hi, double *out)
 
 /* Load a model showing a progress bar on stderr when it is a terminal. */
 specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m, specdec_err *err);
+/* specdec_ctx_init with the upload's progress shown as the load's is (a backend that copies the weights). */
+specdec_status cli_ctx_init(const specdec_model *m, const specdec_ctx_params *cp, specdec_ctx **ctx, specdec_err *err);
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out);
 /* --precision f32|int8|default */
 int cli_parse_precision(const char *s, specdec_precision *out);
