@@ -14,15 +14,14 @@
  *     gate = up, down, LM head 151936 x H), for 4-bit g64, 8-bit g64 (bf16 scales) and bf16, at
  *     T = 1, 2, 4, 8, 16, 32, 64: median us (min-max) per call, GB/s, floor ratio, time / T=1;
  *     for T <= 8 both arms, the tiled kernel (matmul.cu) and the default pick (gemv.cu), recorded
- *     once each and replayed in 5 interleaved pairs (the median and min-max of the pairs, each
- *     itself a median of 15); then per model and format the matmul time of one decode step (all
- *     layers + LM head, T = 1) against its floor, both arms;
+ *     once each and their replays alternated, 15 of each; then per model and format the matmul
+ *     time of one decode step (all layers + LM head, T = 1) against its floor, both arms;
  *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and the tiled arm;
  *   - attention (8B shape, bf16 KV) at 128..8192 keys, T = 1 and 4, against the KV bytes;
  *   - the cost of one launch, eager and inside a replayed recording;
  *   - bitwise batch-invariance self-checks (a row alone vs the same row in T = 2..64 calls, the
  *     fused LM head vs argmax of the logits, attention rows alone vs T = 16), PASS / FAIL.
- * --quick: the 8B shape only, T = 1 and 4 (a smoke run). */
+ * --quick: the embedded and 8B shapes, 4-bit and bf16, T = 1, 2, 4, 8, 16 (a shorter run). */
 #ifdef SPECDEC_HAVE_CUDA
 #include "backend/backend.h"
 #include "cuda/cuda_backend.h"
@@ -231,9 +230,26 @@ static const shape SHAPES[] = {
     {"qwen3-32b", 5120, 25600, 64, 8, 128, 64},
 };
 
+/* Seconds per op of one run(ctx) that queues k ops (events around it). */
+static double time_once(void (*run)(void *), void *ctx, int k) {
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    cudaEventRecord(a, S);
+    run(ctx);
+    cudaEventRecord(b, S);
+    if (cudaEventSynchronize(b) != cudaSuccess) die("timing", "event synchronize failed");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return 1e-3 * ms / k;
+}
+
 /* Both arms of one (matrix, T): the tiled kernel (sd_cuda_matmul_legacy(1)) and the default
- * pick (gemv.cu's kernel for T <= 8), each recorded once under its setting, then their replays
- * interleaved sample by sample, so load and clocks fall on both alike. */
+ * pick (gemv.cu's kernel for T <= 8), each recorded once under its setting (the recording's
+ * first launch is the warm-up), then SAMPLES replays of each, alternating A B A B ..., so load
+ * and clocks fall on both alike; median, min and max per arm. */
 static void time_arms(mm_ctx *c, int k, timing *tiled, timing *dflt) {
     batch a = {issue_mm, c, k, next_key++}, b = {issue_mm, c, k, next_key++};
     sd_cuda_matmul_legacy(1);
@@ -242,14 +258,14 @@ static void time_arms(mm_ctx *c, int k, timing *tiled, timing *dflt) {
     run_batch(&b);
     double va[SAMPLES], vb[SAMPLES];
     for (int s = 0; s < SAMPLES; s++) {
-        va[s] = time_events(run_batch, &a, k).med;   /* each a median of SAMPLES itself */
-        vb[s] = time_events(run_batch, &b, k).med;
-        if (s == 4) break;                           /* 5 interleaved pairs */
+        va[s] = time_once(run_batch, &a, k);
+        vb[s] = time_once(run_batch, &b, k);
     }
-    qsort(va, 5, sizeof va[0], cmpd);
-    qsort(vb, 5, sizeof vb[0], cmpd);
-    *tiled = (timing){va[2], va[0], va[4]};
-    *dflt = (timing){vb[2], vb[0], vb[4]};
+    if (G->i->sync(G, &E) != SPECDEC_OK) die("sync", E.msg);
+    qsort(va, SAMPLES, sizeof va[0], cmpd);
+    qsort(vb, SAMPLES, sizeof vb[0], cmpd);
+    *tiled = (timing){va[SAMPLES / 2], va[0], va[SAMPLES - 1]};
+    *dflt = (timing){vb[SAMPLES / 2], vb[0], vb[SAMPLES - 1]};
 }
 
 static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
@@ -526,13 +542,18 @@ int main(int argc, char **argv) {
     measure_bw();
     check_invariance();
     bench_launch();
-    const int Tall[] = {1, 2, 4, 8, 16, 32, 64}, Tq[] = {1, 4};
-    for (int si = 0; si < 4; si++) {
-        if (quick && si != 2) continue;
-        for (int fi = 0; fi < 3; fi++) bench_matmul(&SHAPES[si], &FMTS[fi], quick ? Tq : Tall, quick ? 2 : 7);
+    const int Tall[] = {1, 2, 4, 8, 16, 32, 64}, Tq[] = {1, 2, 4, 8, 16};
+    if (quick) {   /* the short tables first, then the 8B shape before the embedded one */
+        bench_attention();
+        bench_lm_argmax();
+        for (int k = 0; k < 2; k++)
+            for (int fi = 0; fi < 3; fi += 2) bench_matmul(&SHAPES[k ? 0 : 2], &FMTS[fi], Tq, 5);
+    } else {
+        for (int si = 0; si < 4; si++)
+            for (int fi = 0; fi < 3; fi++) bench_matmul(&SHAPES[si], &FMTS[fi], Tall, 7);
+        bench_lm_argmax();
+        bench_attention();
     }
-    bench_lm_argmax();
-    bench_attention();
     G->i->release(G, pattern);
     sd_backend_free(G);
     return 0;

@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 2, samples = argc > 2 ? atoi(argv[2]) : 15, T = argc > 3 ? atoi(argv[3]) : 1;
     if (samples < 5) samples = 5;
     static const struct { const char *name; int rows, cols, reps; } shapes[] = {
-        {"lm_head", 151936, 384, 1}, {"q", 768, 384, 200}, {"k/v", 256, 384, 400}, {"o", 384, 768, 200},
+        {"lm_head", 151936, 384, 1}, {"rows16k", 16384, 384, 10}, {"rows2k", 2048, 384, 50}, {"q", 768, 384, 200}, {"k/v", 256, 384, 400}, {"o", 384, 768, 200},
         {"gate/up", 640, 384, 200}, {"down", 384, 640, 200},
     };
     static const char *levels[] = {"avx512", "avx2", "neon", "scalar"};

@@ -90,6 +90,9 @@ const char *specdec_dtype_name(specdec_dtype dt);
  * makes context creation fail with SPECDEC_ERR_INVALID_ARG, and this return NULL. Each level is batch- and thread-
  * invariant; different levels sum in different orders, so their results may differ in the last bits. */
 const char *specdec_cpu_kernels(void);
+/* Why that level: "forced by SPECDEC_SIMD=...", or the calibration (timings per level, cached or
+ * measured now); into buf (NUL-terminated). */
+void specdec_cpu_kernels_why(char *buf, size_t n);
 /* SPECDEC_OK, or the error context creation would give for the SPECDEC_SIMD setting. */
 specdec_status specdec_cpu_kernels_check(specdec_err *err);
 
@@ -205,6 +208,11 @@ typedef struct specdec_ctx_params {
     void *progress_user;
     specdec_precision precision; /* activations of the quantized matmuls (default: the backend's
                                 * measured choice; f32 is the reference the HF checks hold to) */
+    int tp;                    /* tensor-parallel ranks (docs/tensor-parallel.md): 0 = none (default); N >= 1
+                                * splits heads and MLP columns over N ranks of `backend`: GPUs device ..
+                                * device+N-1 over NCCL, or (cpu, cpu-sim) the CPU simulation, a correctness tool */
+    int tp_reduce;             /* 0: all-gather + sum in rank order (batch-invariant, default); 1: NCCL's ring
+                                * all-reduce (not batch-invariant at tp >= 3); 2: none (wrong output; timing) */
 } specdec_ctx_params;
 
 specdec_ctx_params specdec_ctx_default_params(void);
@@ -233,6 +241,19 @@ typedef struct specdec_backend_stats {
     uint64_t seq_recorded, seq_replayed;   /* recorded launch sequences (CUDA graphs), replays */
 } specdec_backend_stats;
 void specdec_ctx_backend_stats(const specdec_ctx *c, specdec_backend_stats *out);
+
+/* Tensor parallelism of a context (all zero without): ranks, communicator ("nccl", "sim"), and the
+ * all-reduces run so far (calls, floats per rank, host time spent issuing / running them). */
+typedef struct specdec_tp_stats {
+    int ranks;
+    const char *comm;
+    uint64_t allreduce_calls, allreduce_floats;
+    double allreduce_ms;
+} specdec_tp_stats;
+void specdec_ctx_tp_stats(const specdec_ctx *c, specdec_tp_stats *out);
+/* The tensor-parallel plan of model m over n ranks as text (per rank: heads, KV heads, MLP columns,
+ * weight bytes) into buf; SPECDEC_ERR_INVALID_ARG naming the shape when it does not split. */
+specdec_status specdec_tp_describe(const specdec_model *m, int n, char *buf, size_t len, specdec_err *err);
 
 /* Number of positions currently held in the KV cache. */
 int specdec_ctx_n_past(const specdec_ctx *c);

@@ -12,6 +12,9 @@
 #             test_cuda_kernels (every op against the scalar reference, bitwise invariance T = 1..64)
 #   exact     tests/gpu/exact.sh: speculative == classic on the CUDA backend for every drafter,
 #             K = 2..16, greedy and seeded
+#   tp        tests/gpu/tp.sh: --tp 1 through NCCL == the plain CUDA backend (greedy, spec == classic);
+#             with >= 2 GPUs spec == classic at --tp 2/4 and decode ms/token at --tp 1/2/4(/8) on the
+#             inflated 32B shape with the all-reduce's share (tp.log, tp_decode_32b.tsv)
 #   sanitize  compute-sanitizer memcheck and racecheck on test_cuda
 #   bench     bench_cuda (kernels against the copy bandwidth of the same run)
 #   spec      specdec bench of the embedded pair on the CUDA backend (classic vs MTP, interleaved)
@@ -92,6 +95,11 @@ if has exact; then
   else log "exact: FAILED"; grep -m12 "FAIL" "$OUT/exact.log" | tee -a "$SUM"; fi
 fi
 
+if has tp; then
+  if run_to 1500 "$OUT/tp.log" bash tests/gpu/tp.sh "$BIN" "$OUT" cuda; then log "tp: ok"; else log "tp: FAILED"; fi
+  grep -E "^GPUs|^tp[0-9]|^tp:|^decode|^FAIL" "$OUT/tp.log" | head -20 | tee -a "$SUM"
+fi
+
 if has sanitize; then
   for tool in memcheck racecheck; do
     if run_to 300 "$OUT/sanitize_$tool.log" compute-sanitizer --tool $tool --error-exitcode 99 build-gpu/test_cuda; then
@@ -137,7 +145,7 @@ PY
 fi
 
 if has bench; then
-  [ -x build-gpu/bench_cuda ] && { run_to 300 "$OUT/bench_cuda.md" build-gpu/bench_cuda; log "bench_cuda: $(tail -1 "$OUT/bench_cuda.md")"; }
+  [ -x build-gpu/bench_cuda ] && { run_to 500 "$OUT/bench_cuda.md" build-gpu/bench_cuda; log "bench_cuda: $(tail -1 "$OUT/bench_cuda.md")"; }
 fi
 
 if has spec; then

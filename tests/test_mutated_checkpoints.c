@@ -386,33 +386,7 @@ static void tokenizer_mutations(void) {
     free(arr.p);
 }
 
-/* The 256 byte-level tokens in the GPT-2 alphabet, as JSON string bodies. */
-static void byte_key(int b, char *out) {
-    int cp;
-    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) cp = b;
-    else {
-        int n = 0;
-        for (int x = 0; x < b; x++)
-            if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) n++;
-        cp = 256 + n;
-    }
-    if (cp == '"' || cp == '\\') sprintf(out, "\\%c", cp);
-    else sprintf(out, "\\u%04x", cp);
-}
 
-static int write_tokenizer(const char *d) {
-    static char json[16384];
-    size_t l = (size_t)snprintf(json, sizeof json, "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,"
-        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},\"post_processor\":null,"
-        "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"unk_token\":null,\"vocab\":{");
-    for (int b = 0; b < 256; b++) {
-        char k[16];
-        byte_key(b, k);
-        l += (size_t)snprintf(json + l, sizeof json - l, "%s\"%s\":%d", b ? "," : "", k, b);
-    }
-    l += (size_t)snprintf(json + l, sizeof json - l, "},\"merges\":[]}}");
-    return tm_write_file(d, "tokenizer.json", json, l);
-}
 
 int main(void) {
     bin = getenv("SPECDEC_BIN");
@@ -424,7 +398,7 @@ int main(void) {
     if (!tm_mkdtemp(src, sizeof src) || !tm_mkdtemp(dir, sizeof dir)) { CHECK(0, "mkdtemp"); return check_finish("test_mutated_checkpoints"); }
     tm_dims d = tm_default_dims();
     d.V = 256;
-    CHECK(tm_write_model(src, &d, 7, NULL, NULL, NULL, 0) == 0 && write_tokenizer(src) == 0, "write the base model");
+    CHECK(tm_write_model(src, &d, 7, NULL, NULL, NULL, 0) == 0 && tm_write_byte_tokenizer(src) == 0, "write the base model");
     snprintf(path, sizeof path, "%s/config.json", src);
     base_cfg = slurp(path);
     snprintf(path, sizeof path, "%s/model.safetensors", src);

@@ -33,11 +33,7 @@ int main(void) {
     CHECK(c != NULL, "ctx: %s", err.msg);
     const char *names[3] = {"ngram", "mtp", "model"};
     specdec_drafter *dr[3] = {0};
-    char mspec[128];
-    snprintf(mspec, sizeof mspec, "model:%s", ddir);
-    CHECK(specdec_drafter_init(m, "ngram", &dr[0], &err) == SPECDEC_OK, "%s", err.msg);
-    CHECK(specdec_drafter_init(m, "mtp", &dr[1], &err) == SPECDEC_OK, "%s", err.msg);
-    CHECK(specdec_drafter_init(m, mspec, &dr[2], &err) == SPECDEC_OK, "%s", err.msg);
+    CHECK(ts_three_drafters(m, ddir, dr, &err) == SPECDEC_OK, "drafters: %s", err.msg);
     int32_t prompt[6] = {1, 5, 9, 5, 9, 5};
 
     /* ---- seeded: identical to classic seeded runs */

@@ -16,19 +16,6 @@ static bool on_text(const char *t, size_t n, void *u) {
     return true;
 }
 
-/* GPT-2 byte-to-unicode map, written as a JSON \u escape. */
-static void byte_key(int b, char *out) {
-    int cp;
-    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) cp = b;
-    else {
-        int n = 0;
-        for (int x = 0; x < b; x++)
-            if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) n++;
-        cp = 256 + n;
-    }
-    if (cp == '"' || cp == '\\') sprintf(out, "\\%c", cp);
-    else sprintf(out, "\\u%04x", cp);
-}
 
 int main(void) {
     char tdir[64], ddir[64];
@@ -36,17 +23,7 @@ int main(void) {
     ts_dims dm = ts_default();
     dm.V = 256;
     CHECK(ts_write_pair(tdir, ddir, &dm, 13, NULL, 0) == 0, "write models");
-    static char json[16384];
-    size_t l = (size_t)snprintf(json, sizeof json, "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,"
-        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},\"post_processor\":null,"
-        "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"unk_token\":null,\"vocab\":{");
-    for (int b = 0; b < 256; b++) {
-        char k[16];
-        byte_key(b, k);
-        l += (size_t)snprintf(json + l, sizeof json - l, "%s\"%s\":%d", b ? "," : "", k, b);
-    }
-    l += (size_t)snprintf(json + l, sizeof json - l, "},\"merges\":[]}}");
-    CHECK(tm_write_file(tdir, "tokenizer.json", json, l) == 0 && tm_write_file(ddir, "tokenizer.json", json, l) == 0, "tokenizer");
+    CHECK(tm_write_byte_tokenizer(tdir) == 0 && tm_write_byte_tokenizer(ddir) == 0, "tokenizer");
     specdec_err err = {0};
     specdec_tokenizer *tok = NULL;
     CHECK(specdec_tokenizer_load(tdir, &tok, &err) == SPECDEC_OK, "tokenizer: %s", err.msg);
@@ -58,11 +35,7 @@ int main(void) {
     int32_t *prompt = NULL; size_t np = 0;
     CHECK(specdec_tokenize(tok, "abcabcabc", 9, &prompt, &np, &err) == SPECDEC_OK && np == 9, "tokenize: %s", err.msg);
     specdec_drafter *dr[3] = {0};
-    char ms[128];
-    snprintf(ms, sizeof ms, "model:%s", ddir);
-    CHECK(specdec_drafter_init(m, "ngram", &dr[0], &err) == SPECDEC_OK, "%s", err.msg);
-    CHECK(specdec_drafter_init(m, "mtp", &dr[1], &err) == SPECDEC_OK, "%s", err.msg);
-    CHECK(specdec_drafter_init(m, ms, &dr[2], &err) == SPECDEC_OK, "%s", err.msg);
+    CHECK(ts_three_drafters(m, ddir, dr, &err) == SPECDEC_OK, "drafters: %s", err.msg);
 
     specdec_gen_params gp = specdec_gen_default_params();
     gp.ignore_eos = true; gp.max_tokens = 80; gp.on_text = on_text;

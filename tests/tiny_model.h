@@ -169,4 +169,35 @@ static inline int tm_write_model(const char *dir, const tm_dims *d, uint64_t see
     return tm_write_config(dir, d, NULL);
 }
 
+/* Byte b's token in the GPT-2 byte-to-unicode alphabet of byte-level BPE tokenizers, written as
+ * the body of a JSON string (a \u escape, or \" and \\) into out (at least 8 bytes). */
+static inline void tm_byte_key(int b, char *out) {
+    int cp;
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) cp = b;
+    else {
+        int n = 0;   /* the other bytes map, in order, to 256, 257, ... */
+        for (int x = 0; x < b; x++)
+            if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) n++;
+        cp = 256 + n;
+    }
+    if (cp == '"' || cp == '\\') sprintf(out, "\\%c", cp);
+    else sprintf(out, "\\u%04x", cp);
+}
+
+/* dir/tokenizer.json: a byte-level BPE tokenizer whose vocabulary is the 256 byte tokens (id = the
+ * byte) and no merges, so text tokenizes to its bytes. Returns 0 on success. */
+static inline int tm_write_byte_tokenizer(const char *dir) {
+    static char json[16384];
+    size_t l = (size_t)snprintf(json, sizeof json, "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,"
+        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},\"post_processor\":null,"
+        "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"unk_token\":null,\"vocab\":{");
+    for (int b = 0; b < 256; b++) {
+        char k[16];
+        tm_byte_key(b, k);
+        l += (size_t)snprintf(json + l, sizeof json - l, "%s\"%s\":%d", b ? "," : "", k, b);
+    }
+    l += (size_t)snprintf(json + l, sizeof json - l, "},\"merges\":[]}}");
+    return tm_write_file(dir, "tokenizer.json", json, l);
+}
+
 #endif

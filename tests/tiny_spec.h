@@ -130,6 +130,21 @@ static inline specdec_model *ts_pair_load(const char *tdir, const char *ddir, co
     return specdec_model_load(tdir, NULL, &m, err) == SPECDEC_OK ? m : NULL;
 }
 
+/* The tests' three drafters over target m, by their command-line names: dr[0] "ngram", dr[1] "mtp",
+ * dr[2] "model:ddir". Returns 0 when all three were made; else the first failure's status, with err
+ * saying why (the drafters that were made stay in dr[]). */
+static inline specdec_status ts_three_drafters(specdec_model *m, const char *ddir, specdec_drafter *dr[3],
+                                               specdec_err *err) {
+    char spec[160];
+    snprintf(spec, sizeof spec, "model:%s", ddir);
+    const char *names[3] = {"ngram", "mtp", spec};
+    for (int k = 0; k < 3; k++) {
+        specdec_status st = specdec_drafter_init(m, names[k], &dr[k], err);
+        if (st != SPECDEC_OK) return st;
+    }
+    return SPECDEC_OK;
+}
+
 /* A context on m with n_ctx positions and n_threads threads; NULL, with err filled, on failure. */
 static inline specdec_ctx *ts_ctx(specdec_model *m, int n_ctx, int n_threads, specdec_err *err) {
     specdec_ctx_params cp = specdec_ctx_default_params();

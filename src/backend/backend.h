@@ -149,6 +149,14 @@ typedef struct sd_backend_i {
     /* dst (n) = row (*idx + off) of src (rows of ld floats). */
     specdec_status (*copy_row)(sd_backend *b, float *dst, const float *src, int ld, int n, const int32_t *idx,
                                int off);
+
+    /* ---- tensor parallelism (optional: NULL on a backend of one rank; src/tp/) ---- */
+    /* x (n) = the sum over the ranks of each rank's x, bitwise identical on every rank and
+     * independent of n (a row's sum never depends on T). scratch: n_ranks * n floats. */
+    specdec_status (*allreduce)(sd_backend *b, float *x, size_t n, float *scratch);
+    /* Like upload, but rank r gets host[r] (each `bytes` long): a sharded weight. */
+    specdec_status (*upload_ranks)(sd_backend *b, const void *const *host, size_t bytes, const char *what,
+                                   const void **out, specdec_err *err);
 } sd_backend_i;
 
 struct sd_backend {
@@ -159,6 +167,7 @@ struct sd_backend {
     int n_threads;             /* CPU threads the backend runs on (0 on devices) */
     sd_backend_stats stats;
     specdec_err err;           /* the message of the last op that failed */
+    int tp_ranks;              /* ranks of a tensor-parallel backend (src/tp/); 0 on a plain one */
 };
 
 /* Backend options (from specdec_ctx_params). */

@@ -235,17 +235,18 @@ static const sd_backend_i cpu_i = {
 
 specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {
     *out = NULL;
+    const int i8 = o->precision == SD_PRECISION_INT8 || (o->precision == SD_PRECISION_DEFAULT && sd_cpu_default_int8());
     const sd_ops *ops = o->reference ? sd_ops_ref() : o->cpu_level ? sd_ops_fast_level(o->cpu_level) : NULL;
     if (!o->reference && o->cpu_level && !ops)
         return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "CPU kernel level '%s': not one this machine runs", o->cpu_level);
     if (!ops) {
         SD_TRY(sd_simd_check(err));
-        ops = sd_ops_fast();
+        ops = sd_ops_fast_prec(i8);
     }
     cpu_be *c = calloc(1, sizeof *c);
     if (!c) return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
     c->ops = ops;
-    c->i8 = o->precision == SD_PRECISION_INT8;
+    c->i8 = i8;
     snprintf(c->kname, sizeof c->kname, "%s%s", ops->name, c->i8 ? " int8" : "");
     c->pool = sd_pool_create(o->n_threads);
     if (!c->pool) {

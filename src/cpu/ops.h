@@ -43,6 +43,12 @@ size_t sd_attention_scratch_floats(const sd_attn_shape *s, int T, int n_ctx, int
 /* Store T rows of K or V (T, nkv*hd) f32 at positions pos0.. into a cache buffer. */
 void sd_kv_store(sd_kv_dtype_e dt, void *cache, int row_elems, int pos0, const float *src, int T);
 
+/* The fastest level for f32 (int8 = 0) or int8 activations (calibrate.c), SPECDEC_SIMD first. */
+const sd_ops *sd_ops_fast_prec(int int8);
+/* Whether precision 0 (the default) means int8 activations on the CPU. */
+#define SD_CPU_DEFAULT_INT8 0
+int sd_cpu_default_int8(void);
+
 /* Name of the SIMD level in use ("avx512", "avx2", "neon", "scalar"). */
 const char *sd_simd_name(void);
 /* SPECDEC_SIMD (environment) picks the level by hand. Returns its value when it is set but names

@@ -36,8 +36,16 @@ SD_AINLINE float elem_f32(specdec_dtype dt, const void *p, size_t e) {
     return ((const float *)p)[e];
 }
 
-/* 16 elements of dtype dt at p (masked lanes read as 0). */
+/* 16 elements of dtype dt at p (masked lanes read as 0). A full mask takes a plain load: masked
+ * loads that miss the caches run several times slower on Zen 5 (the LM head went from 22 ms to
+ * 2 ms, docs/benchmarks/cpu-int8-vs-llamacpp-*.md); the values are the same. */
 SD_AINLINE __m512 load16(specdec_dtype dt, const void *p, __mmask16 m) {
+    if (m == (__mmask16)0xFFFF) {
+        if (dt == SPECDEC_DTYPE_BF16)
+            return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+        if (dt == SPECDEC_DTYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        return _mm512_loadu_ps(p);
+    }
     if (dt == SPECDEC_DTYPE_BF16) {
         __m512i u = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
         return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
@@ -89,6 +97,7 @@ SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
  * each block inside picks its per-lane scales with one permute from a table of lane->group
  * indices that depends only on (bits, group). */
 SD_AINLINE __m512 load_groups16(specdec_dtype dt, const void *base, size_t g0, __mmask16 m) {
+    if (m == (__mmask16)0xFFFF) return load16(dt, (const char *)base + g0 * (dt == SPECDEC_DTYPE_F32 ? 4 : 2), m);
     if (dt == SPECDEC_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)base + g0);
     __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)base + g0);
     if (dt == SPECDEC_DTYPE_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -191,7 +200,7 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
                 for (int b = b0; b < b1; b++) {
                     int remw = nw - b * 16;
                     __mmask16 m = remw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remw) - 1u);
-                    __m512i wv = _mm512_maskz_loadu_epi32(m, wr + b * 16);
+                    __m512i wv = remw >= 16 ? _mm512_loadu_si512(wr + b * 16) : _mm512_maskz_loadu_epi32(m, wr + b * 16);   /* full: a plain load (load16) */
                     __m512 sv = _mm512_permutexvar_ps(_mm512_loadu_si512(idxt + (b - b0) * 16), S);
                     qblock(wv, sv, xp, (size_t)b * BE, NT, bits, 0, acc);   /* shift+permute unpack */
                 }
@@ -282,7 +291,7 @@ SD_AINLINE void qs_tile(const sd_mm_args *a, int rt, int nr, int t0, const int N
             for (int b = b0; b < b1; b++) {
                 int remw = nw - b * 16;
                 __mmask16 m = remw >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << remw) - 1u);
-                __m512i wv = _mm512_maskz_loadu_epi32(m, wr + b * 16);
+                __m512i wv = remw >= 16 ? _mm512_loadu_si512(wr + b * 16) : _mm512_maskz_loadu_epi32(m, wr + b * 16);   /* full: a plain load (load16) */
                 __m512 sv = _mm512_permutexvar_ps(_mm512_loadu_si512(idxt + (b - b0) * 16), S);
                 qblock(wv, sv, xp, (size_t)b * BE, NT, bits, uv == 2 ? (NT <= 2) : uv, acc);
             }

@@ -8,6 +8,8 @@
 #include "cpu/ops.h"
 #include "cpu/ops_internal.h"
 #include "cpu/ops_i8.h"
+#include "cpu/calibrate.h"
+#include <stdio.h>
 #include "util/dtype.h"
 #include "util/err.h"
 #include "util/mem.h"
@@ -372,22 +374,34 @@ specdec_status sd_simd_check(specdec_err *err) {
                    "SPECDEC_SIMD=%s: not a SIMD level this machine runs (levels: avx512, avx2, neon, portable, scalar)", want);
 }
 
-const sd_ops *sd_ops_fast(void) {
+/* The level for f32 or int8 activations: SPECDEC_SIMD when set, else the fastest one measured on
+ * this CPU (calibrate.c). */
+const sd_ops *sd_ops_fast_prec(int int8) {
     const char *want = sd_ops_fast_env();
     if (want) {
         const sd_ops *o = sd_ops_fast_level(want);
         if (o) return o;
     }
-    static const char *const order[] = {"avx512", "avx2", "neon", "scalar"};
-    for (int i = 0; i < 4; i++) {
-        const sd_ops *o = sd_ops_fast_level(order[i]);
-        if (o) return o;
-    }
-    return &ops_scalar;
+    const sd_calib *c = sd_cpu_calibration();
+    const sd_ops *o = sd_ops_fast_level(int8 ? c->i8_level : c->f32_level);
+    return o ? o : &ops_scalar;
 }
+
+/* Measured (tests/data, docs/benchmarks/cpu-int8-vs-llamacpp-*.md): what precision 0 means. */
+int sd_cpu_default_int8(void) { return SD_CPU_DEFAULT_INT8; }
+
+const sd_ops *sd_ops_fast(void) { return sd_ops_fast_prec(sd_cpu_default_int8()); }
 
 const char *sd_simd_name(void) { return sd_ops_fast()->name; }
 
 const char *specdec_cpu_kernels(void) { return sd_simd_env_rejected() ? NULL : sd_simd_name(); }
+
+void specdec_cpu_kernels_why(char *buf, size_t n) {
+    if (sd_ops_fast_env()) {
+        snprintf(buf, n, "forced by SPECDEC_SIMD=%s", sd_ops_fast_env());
+        return;
+    }
+    sd_calib_describe(sd_cpu_calibration(), buf, n);
+}
 
 specdec_status specdec_cpu_kernels_check(specdec_err *err) { return sd_simd_check(err); }

@@ -18,8 +18,17 @@
 #define SD_AINLINE static inline __attribute__((always_inline))
 #define NT_MAX 4
 
-/* 16 group values (scales or biases) of dtype dt from element e0, masked lanes 0. */
-SD_AINLINE __m512 groups16(specdec_dtype dt, const void *base, size_t e0, __mmask16 m) {
+/* 16 group values (scales or biases) of dtype dt from element e0, masked lanes 0. When 16 values
+ * from e0 exist (e0 + 16 <= total: the next rows' groups follow) a plain load is used and the lanes
+ * past the row are left as they are (no permute index picks them): masked loads that miss the
+ * caches are several times slower on Zen 5. */
+SD_AINLINE __m512 groups16(specdec_dtype dt, const void *base, size_t e0, __mmask16 m, size_t total) {
+    if (e0 + 16 <= total) {
+        if (dt == SPECDEC_DTYPE_F32) return _mm512_loadu_ps((const float *)base + e0);
+        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + e0));
+        if (dt == SPECDEC_DTYPE_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        return _mm512_cvtph_ps(h);
+    }
     if (dt == SPECDEC_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)base + e0);
     __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)base + e0);
     if (dt == SPECDEC_DTYPE_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -48,7 +57,8 @@ SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const
     for (int p0 = 0, gs = 0; p0 < a->steps; p0 += sps, gs += 16) {
         const int n = ng - gs < 16 ? ng - gs : 16;
         const __mmask16 gm = (__mmask16)(n == 16 ? 0xFFFFu : (1u << n) - 1u);
-        const __m512 S = groups16(dt, W->scales, gr + gs, gm), B = groups16(dt, W->biases, gr + gs, gm);
+        const size_t tot = (size_t)W->rows * ng;
+        const __m512 S = groups16(dt, W->scales, gr + gs, gm, tot), B = groups16(dt, W->biases, gr + gs, gm, tot);
         const int p1 = p0 + sps < a->steps ? p0 + sps : a->steps;
         for (int p = p0; p < p1; p++) {
             /* permutexvar reads the low 4 bits of the absolute group: its place among these 16 */

@@ -74,12 +74,12 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_param
         for (int d0 = 0; d0 < hd; d0 += AT_DT) {
             const bool dok = d0 + lane < hd;
             const size_t kb0 = (size_t)(j0 + warp * 32) * kstride + kbase + (size_t)(d0 + lane);
-#pragma unroll 4
-            for (int kk = 0; kk < 32; kk++) {
-                float val = 0.0f;
-                if (warp * 32 + kk < nvalid && dok) val = kv_ld<KVDT>(p.k, kb0 + (size_t)kk * kstride);
-                kt[warp][kk][lane] = val;
-            }
+            float kv[32];   /* the tile's 32 loads in flight together, then stored */
+#pragma unroll
+            for (int kk = 0; kk < 32; kk++)
+                kv[kk] = warp * 32 + kk < nvalid && dok ? kv_ld<KVDT>(p.k, kb0 + (size_t)kk * kstride) : 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < 32; kk++) kt[warp][kk][lane] = kv[kk];
             __syncwarp();
             const int dn = min(AT_DT, hd - d0);   /* 16 or 32: hd is a multiple of 16 */
             for (int dd = 0; dd < dn; dd += 4) {
@@ -140,6 +140,15 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_param
             for (int gg = 0; gg < GS; gg++) o[gg] = 0.0f;
             const size_t vb = kbase + (size_t)d;
             int j = 0;
+            for (; j + 32 <= nvalid; j += 32) {   /* 32 loads in flight, then the chain in key order */
+                float vv[32];
+#pragma unroll
+                for (int u = 0; u < 32; u++) vv[u] = kv_ld<KVDT>(p.v, (size_t)(j0 + j + u) * kstride + vb);
+#pragma unroll
+                for (int u = 0; u < 32; u++)
+#pragma unroll
+                    for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j + u], vv[u], o[gg]);
+            }
             for (; j + 8 <= nvalid; j += 8) {
                 float vv[8];
 #pragma unroll

@@ -341,6 +341,13 @@ static specdec_status cu_upload(sd_backend *b, const void *host, size_t bytes, c
     return SPECDEC_OK;
 }
 
+/* One host <-> device transfer of n bytes that began at t0 (ms), into the backend's stats. */
+static void count_transfer(uint64_t *calls, uint64_t *bytes, double *ms, size_t n, double t0) {
+    (*calls)++;
+    *bytes += n;
+    *ms += now_ms() - t0;
+}
+
 static specdec_status cu_write(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err) {
     cuda_be *c = cu_of(b);
     SD_TRY(take_deferred(c, err));
@@ -361,9 +368,7 @@ static specdec_status cu_write(sd_backend *b, void *dst, const void *src, size_t
         off += k;
     }
     if (e != cudaSuccess) return cu_cuda_fail(c, err, e, "write");
-    b->stats.write_calls++;
-    b->stats.write_bytes += n;
-    b->stats.write_ms += now_ms() - t0;
+    count_transfer(&b->stats.write_calls, &b->stats.write_bytes, &b->stats.write_ms, n, t0);
     return SPECDEC_OK;
 }
 
@@ -380,9 +385,7 @@ static specdec_status cu_read(sd_backend *b, void *dst, const void *src, size_t 
         if (e == cudaSuccess) memcpy((char *)dst + off, c->rbuf, k);
     }
     if (e != cudaSuccess) return cu_cuda_fail(c, err, e, "read (or a kernel queued before it)");
-    b->stats.read_calls++;
-    b->stats.read_bytes += n;
-    b->stats.read_ms += now_ms() - t0;
+    count_transfer(&b->stats.read_calls, &b->stats.read_bytes, &b->stats.read_ms, n, t0);
     return SPECDEC_OK;
 }
 

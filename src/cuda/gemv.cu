@@ -74,10 +74,15 @@ __global__ void __launch_bounds__(GV_THREADS) gv_kernel(const sdc_mm_params p, c
                 const int c = ll + ((k0 + j) << lg);
                 if (c < nch) mm_load<FMT>(p, rowbytes, ngroups, row, c, ch[j]);
             }
+            if (((k0 + D) << lg) <= nch) {   /* every lane has all D chunks: one basic block, chains interleave */
 #pragma unroll
-            for (int j = 0; j < D; j++) {
-                const int c = ll + ((k0 + j) << lg);
-                if (c < nch) mm_chunk<FMT, TT, R>(ch[j], c, xs, sx, xt4, tile_ch, acc);
+                for (int j = 0; j < D; j++) mm_chunk<FMT, TT, R>(ch[j], ll + ((k0 + j) << lg), xs, sx, xt4, tile_ch, acc);
+            } else {
+#pragma unroll
+                for (int j = 0; j < D; j++) {
+                    const int c = ll + ((k0 + j) << lg);
+                    if (c < nch) mm_chunk<FMT, TT, R>(ch[j], c, xs, sx, xt4, tile_ch, acc);
+                }
             }
         }
 #pragma unroll
@@ -173,24 +178,32 @@ extern "C" int sdc_gv_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
     const int ti = narrow ? 4 : ti0, R = narrow ? 8 : TT <= 2 ? 2 : 4;
     pl->tile_ch = (nch + 7) & ~7;                 /* granule rows a multiple of 8: the swizzle stays inside */
     const long urows = (long)R << (5 - pl->lg), units = (p->rows + urows - 1) / urows;
-    pl->nw = 8;
-    while (pl->nw > 1 && (units + pl->nw - 1) / pl->nw < d->n_sm) pl->nw >>= 1;
-    pl->nrb = (int)((units + pl->nw - 1) / pl->nw);
-    const long smem = (long)TT * pl->tile_ch * Q * 16 + (quant ? (long)TT * pl->tile_ch * 4 : 0) +
-                      (lma ? (long)pl->nw * p->T * (long)sizeof(sdc_best) : 0);
-    if (smem > bytes) return 0;
-    pl->smem = (int)smem;
     gv_fn fn = lma ? gv_pick<true>(p->fmt, ti) : gv_pick<false>(p->fmt, ti);
     if (!fn) return 0;
     pl->fn = (const void *)fn;
-    int per_sm = 0;
-    *e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, pl->nw * 32, (size_t)pl->smem);
-    if (*e != cudaSuccess) return -1;
-    if (per_sm < 1) return 0;
-    long g = (long)per_sm * d->n_sm;
-    if (g > pl->nrb) g = pl->nrb;
-    if (lma && g > SDC_LMA_MAX_GRID) g = SDC_LMA_MAX_GRID;
-    pl->grid = (int)g;
+    /* 8 or 4 warps a block (at least 4: they stage x), whichever keeps more warps resident (ties:
+     * 4, spreading the rows over more SMs); the x of large T x cols limits blocks per SM */
+    long best = -1;
+    for (int nw = 8; nw >= 4; nw >>= 1) {
+        const long nrb = (units + nw - 1) / nw;
+        const long smem = (long)TT * pl->tile_ch * Q * 16 + (quant ? (long)TT * pl->tile_ch * 4 : 0) +
+                          (lma ? (long)nw * p->T * (long)sizeof(sdc_best) : 0);
+        if (smem > bytes) continue;
+        int per_sm = 0;
+        *e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, nw * 32, (size_t)smem);
+        if (*e != cudaSuccess) return -1;
+        if (per_sm < 1) continue;
+        long g = (long)per_sm * d->n_sm;
+        if (g > nrb) g = nrb;
+        if (lma && g > SDC_LMA_MAX_GRID) g = SDC_LMA_MAX_GRID;
+        if (g * nw < best) continue;
+        best = g * nw;
+        pl->nw = nw;
+        pl->nrb = (int)nrb;
+        pl->smem = (int)smem;
+        pl->grid = (int)g;
+    }
+    if (best < 0) return 0;
     return 1;
 }
 

@@ -34,6 +34,12 @@
  * instantiation therefore gives every row the same bits, and lm_argmax, which runs this same
  * per-row code, sees exactly the logits matmul writes.
  *
+ * Which kernel. Calls of T <= 8 whose x fits in shared memory whole go to gemv.cu's kernel (made
+ * for memory-level parallelism at batch 1), the rest to the tiled kernel here; both run the
+ * per-row code of mm_core.cuh with the same lane ownership, so the choice never changes a bit
+ * (gemv.cu's header has the argument for its shorter lane groups). sd_cuda_matmul_legacy(1)
+ * sends every call here, for benchmarks.
+ *
  * The fused LM head keeps, per warp and token, the best (logit, row) in shared memory, then per
  * block; the blocks' bests go to p->part and a second small kernel (argmax.cu) reduces them.
  * An argmax is exact (a lexicographic maximum), so the partition does not matter. */

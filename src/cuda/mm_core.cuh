@@ -108,41 +108,54 @@ SDC_D float4 mm_xgran(const sdc_mm_params &p, int tb, int col0, int xt4, int i) 
 
 /* Stage x rows tb .. tb+TT-1, columns of chunks [c_lo, c_lo + tile_ch), into xs (TT, tile_ch*Q
  * float4, swizzled); quantized: x scaled per column by 2^-p, and sx (TT, tile_ch) the chunk sums
- * of the unscaled x in column order. Rows past T and columns past cols are zeros. */
+ * of the unscaled x in column order. Rows past T and columns past cols are zeros. Three steps
+ * with a barrier between each (every thread of the block calls it): x lands unscaled, each
+ * chunk sum is read back from shared memory by one thread (its granules in column order, the
+ * swizzle keeping a warp's 16-byte reads conflict-free; global loads of 32 consecutive floats
+ * per thread were a scatter of 32 cache lines per instruction), then the granules are scaled in
+ * place. */
 template <int FMT, int TT>
 SDC_D void mm_stage(const sdc_mm_params &p, float4 *xs, float *sx, int tb, int c_lo, int tile_ch) {
     using F = Fmt<FMT>;
     constexpr int E = F::E, Q = E / 4, U = 4;
-    const int xt4 = tile_ch * Q, col0 = c_lo * E, bd = blockDim.x;
-    for (int i0 = threadIdx.x; i0 < TT * xt4; i0 += U * bd) {
+    const int xt4 = tile_ch * Q, col0 = c_lo * E, bd = blockDim.x, n4 = TT * xt4;
+    for (int i0 = threadIdx.x; i0 < n4; i0 += U * bd) {
         float4 v[U];
 #pragma unroll
         for (int u = 0; u < U; u++) v[u] = mm_xgran<TT>(p, tb, col0, xt4, i0 + u * bd);   /* the loads first */
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int i = i0 + u * bd;
-            if (i >= TT * xt4) break;
+            if (i >= n4) break;
             const int t = i / xt4, f = i - t * xt4;
-            if constexpr (F::QUANT) {
-                const int kb = sdc_mm_gcode<F::BITS>(f % Q);   /* the tile starts at a chunk */
-                v[u].x *= sdc_mm_xscale<F::BITS>(kb + 0);
-                v[u].y *= sdc_mm_xscale<F::BITS>(kb + 1);
-                v[u].z *= sdc_mm_xscale<F::BITS>(kb + 2);
-                v[u].w *= sdc_mm_xscale<F::BITS>(kb + 3);
-            }
             xs[t * xt4 + mm_swz(f)] = v[u];
         }
     }
     if constexpr (F::QUANT) {
-        for (int i = threadIdx.x; i < TT * tile_ch; i += blockDim.x) {
-            const int t = i / tile_ch, col = col0 + (i - t * tile_ch) * E;
+        __syncthreads();
+        for (int i = threadIdx.x; i < TT * tile_ch; i += bd) {
+            const int t = i / tile_ch, cl = i - t * tile_ch;
             float s = 0.0f;
-            if (tb + t < p.T && col < p.cols) {
-                const float *xr = p.x + (size_t)(tb + t) * (size_t)p.ldx + col;
 #pragma unroll
-                for (int e = 0; e < E; e++) s += __ldg(xr + e);
+            for (int m = 0; m < Q; m++) {
+                const float4 v = xs[t * xt4 + mm_swz(cl * Q + m)];
+                s += v.x;
+                s += v.y;
+                s += v.z;
+                s += v.w;
             }
             sx[i] = s;
+        }
+        __syncthreads();
+        for (int i = threadIdx.x; i < n4; i += bd) {
+            const int t = i / xt4, f = i - t * xt4;
+            const int kb = sdc_mm_gcode<F::BITS>(f % Q);   /* the tile starts at a chunk */
+            float4 v = xs[t * xt4 + mm_swz(f)];
+            v.x *= sdc_mm_xscale<F::BITS>(kb + 0);
+            v.y *= sdc_mm_xscale<F::BITS>(kb + 1);
+            v.z *= sdc_mm_xscale<F::BITS>(kb + 2);
+            v.w *= sdc_mm_xscale<F::BITS>(kb + 3);
+            xs[t * xt4 + mm_swz(f)] = v;
         }
     }
 }

@@ -5,6 +5,7 @@
 #include "model/ctx.h"
 #include "util/err.h"
 #include "speculative/drafter.h"
+#include "tp/tp_backend.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +28,7 @@ static specdec_status ctx_setup(specdec_ctx *cx, const specdec_ctx_params *p, sp
     /* progress only where bytes are copied: on a host-visible backend the upload is a view */
     SD_TRY(sd_weights_upload(be, c, &m->w, &cx->w, be->host_visible ? NULL : p->progress, p->progress_user, err));
     SD_TRY(sd_runtime_init(&cx->rt, be, c, n_ctx, mb, kvdt, err));
-    SD_TRY(sd_kv_init(&cx->kv, be, c->n_layers, n_ctx, c->n_kv_heads * c->head_dim, kvdt, err));
+    SD_TRY(sd_kv_init(&cx->kv, be, c->n_layers, n_ctx, cx->rt.nkv * c->head_dim, kvdt, err));   /* a rank's KV heads */
     SD_TRY(be->i->alloc(be, sizeof(float) * (size_t)mb * c->hidden_size, "residual stream", (void **)&cx->x, err));
     SD_TRY(be->i->alloc(be, sizeof(int32_t), "position", (void **)&cx->pos, err));
     SD_TRY(be->i->alloc(be, sizeof(int32_t) * (size_t)mb, "token ids", (void **)&cx->ids, err));
@@ -45,6 +46,9 @@ static specdec_status check_params(const specdec_model *m, const specdec_ctx_par
     if (p->max_batch < 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "max_batch %d is negative", p->max_batch);
     if ((unsigned)p->precision > SPECDEC_PRECISION_INT8)
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown precision %d (0 default, 1 f32, 2 int8)", (int)p->precision);
+    if (p->tp < 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "tp %d is negative", p->tp);
+    if ((unsigned)p->tp_reduce > SD_TP_REDUCE_NONE)
+        return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown tp_reduce %d", p->tp_reduce);
     return SPECDEC_OK;
 }
 
@@ -72,7 +76,12 @@ specdec_status specdec_ctx_init(const specdec_model *m, const specdec_ctx_params
     sd_backend_opts o = {.n_threads = p->n_threads, .reference = p->reference_kernels, .device = p->device,
                          .precision = (int)p->precision};
     sd_backend *be = NULL;
-    SD_TRY(sd_backend_create(p->backend, &o, &be, err));
+    if (p->tp > 0) {
+        sd_tp_opts to = {.n = p->tp, .rank_backend = p->backend, .reduce = (sd_tp_reduce)p->tp_reduce};
+        SD_TRY(sd_backend_tp_new(&to, &o, &be, err));
+    } else {
+        SD_TRY(sd_backend_create(p->backend, &o, &be, err));
+    }
     specdec_status st = sd_ctx_init_on(m, be, p, out, err);
     if (st != SPECDEC_OK) { sd_backend_free(be); return st; }
     (*out)->be_owned = true;

@@ -1,5 +1,6 @@
 /* runtime.c: the KV cache and the per-forward scratch on a backend (runtime.h). */
 #include "model/runtime.h"
+#include "tp/plan.h"
 #include "util/err.h"
 #include <math.h>
 #include <stdio.h>
@@ -41,8 +42,14 @@ specdec_status sd_runtime_init(sd_runtime *rt, sd_backend *be, const sd_config *
                                sd_kv_dtype_e kvdt, specdec_err *err) {
     memset(rt, 0, sizeof *rt);
     rt->be = be; rt->cfg = c; rt->n_ctx = n_ctx; rt->max_batch = max_batch; rt->kv_dtype = kvdt;
-    int H = c->hidden_size, hd = c->head_dim, I = c->intermediate_size;
-    size_t B = (size_t)max_batch, qd = (size_t)c->n_heads * hd, kd = (size_t)c->n_kv_heads * hd;
+    rt->nh = c->n_heads; rt->nkv = c->n_kv_heads; rt->I = c->intermediate_size;
+    if (be->tp_ranks) {
+        sd_tp_plan pl;
+        SD_TRY(sd_tp_plan_make(c, be->tp_ranks, 0, "model", &pl, err));
+        rt->nh = pl.nh; rt->nkv = pl.nkv; rt->I = pl.I;
+    }
+    int H = c->hidden_size, hd = c->head_dim, I = rt->I;
+    size_t B = (size_t)max_batch, qd = (size_t)rt->nh * hd, kd = (size_t)rt->nkv * hd;
     size_t half = (size_t)hd / 2;
     specdec_status st = SPECDEC_OK;
     float *tab = malloc(sizeof(float) * (size_t)n_ctx * half * 2);
@@ -67,7 +74,9 @@ specdec_status sd_runtime_init(sd_runtime *rt, sd_backend *be, const sd_config *
     if (!st) st = alloc_f(be, B * ((size_t)H > qd ? (size_t)H : qd), "forward scratch", &rt->tmp, err);
     if (!st) st = alloc_f(be, B * I, "forward scratch", &rt->gate, err);
     if (!st) st = alloc_f(be, B * I, "forward scratch", &rt->up, err);
-    sd_attn_shape as = {c->n_heads, c->n_kv_heads, hd, kvdt};
+    if (!st && be->i->allreduce)
+        st = alloc_f(be, (size_t)be->tp_ranks * B * H, "all-reduce scratch", &rt->red, err);
+    sd_attn_shape as = {rt->nh, rt->nkv, hd, kvdt};
     if (!st) st = be->i->reserve(be, &as, max_batch, n_ctx, c->vocab_size, err);
     if (st) sd_runtime_free(rt);
     return st;
@@ -76,7 +85,7 @@ specdec_status sd_runtime_init(sd_runtime *rt, sd_backend *be, const sd_config *
 void sd_runtime_free(sd_runtime *rt) {
     sd_backend *be = rt->be;
     if (be) {
-        float *bufs[] = {rt->rope_cos, rt->rope_sin, rt->xn, rt->q, rt->k, rt->v, rt->att, rt->tmp, rt->gate, rt->up};
+        float *bufs[] = {rt->rope_cos, rt->rope_sin, rt->xn, rt->q, rt->k, rt->v, rt->att, rt->tmp, rt->gate, rt->up, rt->red};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->i->release(be, bufs[i]);
     }
     memset(rt, 0, sizeof *rt);
@@ -87,8 +96,8 @@ specdec_status sd_layer_forward(sd_runtime *rt, const sd_layer_w *L, const sd_kv
     const sd_config *c = rt->cfg;
     sd_backend *b = rt->be;
     const sd_backend_i *o = b->i;
-    const int H = c->hidden_size, hd = c->head_dim, I = c->intermediate_size;
-    const int nh = c->n_heads, nkv = c->n_kv_heads, qd = nh * hd, kd = nkv * hd;
+    const int H = c->hidden_size, hd = c->head_dim, I = rt->I;
+    const int nh = rt->nh, nkv = rt->nkv, qd = nh * hd, kd = nkv * hd;
     const float eps = c->rms_norm_eps;
     sd_attn_shape as = {nh, nkv, hd, rt->kv_dtype};
 
@@ -105,6 +114,7 @@ specdec_status sd_layer_forward(sd_runtime *rt, const sd_layer_w *L, const sd_kv
     SD_BE(b, err, "kv_store v", o->kv_store(b, rt->kv_dtype, kv->v, kd, rt->v, T, pos));
     SD_BE(b, err, "attention", o->attention(b, &as, kv, rt->q, rt->att, T, pos));
     SD_BE(b, err, "matmul o", o->matmul(b, &L->o, rt->att, qd, rt->tmp, H, T));
+    if (o->allreduce) SD_BE(b, err, "all-reduce o", o->allreduce(b, rt->tmp, (size_t)T * H, rt->red));
     SD_BE(b, err, "add", o->add(b, x, rt->tmp, (size_t)T * H));
 
     /* MLP block */
@@ -113,6 +123,7 @@ specdec_status sd_layer_forward(sd_runtime *rt, const sd_layer_w *L, const sd_kv
     SD_BE(b, err, "matmul up", o->matmul(b, &L->up, rt->xn, H, rt->up, I, T));
     SD_BE(b, err, "silu_mul", o->silu_mul(b, rt->gate, rt->up, I, T));
     SD_BE(b, err, "matmul down", o->matmul(b, &L->down, rt->gate, I, rt->tmp, H, T));
+    if (o->allreduce) SD_BE(b, err, "all-reduce down", o->allreduce(b, rt->tmp, (size_t)T * H, rt->red));
     SD_BE(b, err, "add", o->add(b, x, rt->tmp, (size_t)T * H));
     return SPECDEC_OK;
 }

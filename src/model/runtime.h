@@ -27,6 +27,8 @@ typedef struct sd_runtime {
     int n_ctx;
     int max_batch;                 /* most rows per layer call */
     sd_kv_dtype_e kv_dtype;
+    int nh, nkv, I;                /* heads, KV heads, MLP columns this runtime computes: the model's, or
+                                    * one rank's share on a tensor-parallel backend (src/tp/plan.h) */
     float *rope_cos, *rope_sin;    /* (n_ctx, hd/2) */
     /* scratch, max_batch rows each */
     float *xn;     /* (B, H) normed input */
@@ -37,16 +39,19 @@ typedef struct sd_runtime {
     float *tmp;    /* (B, max(H, nh*hd)) projection output */
     float *gate;   /* (B, I) */
     float *up;     /* (B, I) */
+    float *red;    /* (n_ranks, B, H) all-reduce scratch (tensor-parallel backends only) */
 } sd_runtime;
 
 /* Allocate the scratch and RoPE tables on `be` and reserve the backend's op scratch for this
- * shape. */
+ * shape. On a tensor-parallel backend the shapes are one rank's (a config that does not split over
+ * its ranks is SPECDEC_ERR_INVALID_ARG naming the shape). */
 specdec_status sd_runtime_init(sd_runtime *rt, sd_backend *be, const sd_config *cfg, int n_ctx, int max_batch,
                                sd_kv_dtype_e kvdt, specdec_err *err);
 void sd_runtime_free(sd_runtime *rt);
 
 /* One pre-norm Qwen3 decoder layer over x (T, H) in place, rows at positions pos(t), T <= max_batch;
- * writes the rows' K/V into kv at those positions. */
+ * writes the rows' K/V into kv at those positions. With tensor parallelism each rank runs its heads
+ * and MLP columns, and the backend's allreduce sums the o_proj and down_proj partials. */
 specdec_status sd_layer_forward(sd_runtime *rt, const sd_layer_w *L, const sd_kv_layer *kv, float *x, int T,
                                 sd_pos pos, specdec_err *err);
 

@@ -5,6 +5,7 @@
  * progress callback, when given, hears the bytes copied after each tensor. */
 #include "model/weights.h"
 #include "backend/backend.h"
+#include "tp/plan.h"
 #include "util/err.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +15,38 @@ static const float *rebase(const float *p, const float *host_pool, const float *
     return p ? dev_pool + (p - host_pool) : NULL;
 }
 
-/* bytes copied so far of the total, told to the caller's callback */
+/* A layer matrix on a tensor-parallel backend: each rank gets its slice (tp/plan.h). */
+static specdec_status up_shard(sd_backend *b, const sd_tp_plan *pl, const sd_config *c, const sd_mat *h,
+                               sd_tp_split split, const char *name, sd_mat *d, specdec_err *err) {
+    sd_mat sl[SD_TP_MAX];
+    memset(sl, 0, sizeof sl);
+    *d = *h;
+    d->w = d->scales = d->biases = NULL;
+    specdec_status st = SPECDEC_OK;
+    for (int r = 0; r < pl->n && st == SPECDEC_OK; r++) st = sd_tp_slice(pl, c, h, split, r, name, &sl[r], err);
+    if (st == SPECDEC_OK) {
+        d->rows = sl[0].rows;
+        d->cols = sl[0].cols;
+        const void *w[SD_TP_MAX], *sc[SD_TP_MAX], *bi[SD_TP_MAX];
+        for (int r = 0; r < pl->n; r++) { w[r] = sl[r].w; sc[r] = sl[r].scales; bi[r] = sl[r].biases; }
+        size_t es = h->dtype == SPECDEC_DTYPE_F32 ? 4 : 2, R = (size_t)d->rows, C = (size_t)d->cols;
+        size_t wbytes = h->bits ? R * (C * (size_t)h->bits / 8) : R * C * es;
+        st = b->i->upload_ranks(b, w, wbytes, name, &d->w, err);
+        if (st == SPECDEC_OK && h->bits) {
+            size_t sbytes = R * (C / (size_t)h->group) * es;
+            st = b->i->upload_ranks(b, sc, sbytes, name, &d->scales, err);
+            if (st == SPECDEC_OK) st = b->i->upload_ranks(b, bi, sbytes, name, &d->biases, err);
+        }
+    }
+    for (int r = 0; r < pl->n; r++) sd_tp_slice_free(&sl[r]);
+    if (st != SPECDEC_OK) sd_be_unload_mat(b, d);
+    return st;
+}
+
+/* bytes copied so far of the total, told to the caller's callback after each tensor */
 typedef struct up_prog { specdec_progress_fn fn; void *user; uint64_t done, total; } up_prog;
 
-static specdec_status up_mat(sd_backend *b, const sd_mat *h, const char *name, sd_mat *d, up_prog *pg, specdec_err *err) {
-    SD_TRY(sd_be_upload_mat(b, h, name, d, err));
+static specdec_status prog_tick(up_prog *pg, const sd_mat *h, const char *name, specdec_err *err) {
     pg->done += sd_mat_bytes(h);
     if (pg->fn && !pg->fn(pg->done, pg->total, pg->user))
         return sd_fail(err, SPECDEC_ERR_CANCELLED, "upload cancelled after %s", name);
@@ -30,21 +58,36 @@ static uint64_t layer_bytes(const sd_layer_w *h) {
            sd_mat_bytes(&h->up) + sd_mat_bytes(&h->down);
 }
 
-static specdec_status up_layer(sd_backend *b, const char *prefix, const sd_layer_w *h, sd_layer_w *d,
-                               const float *hp, const float *dp, up_prog *pg, specdec_err *err) {
+static specdec_status up_mat(sd_backend *b, const sd_mat *h, const char *name, sd_mat *d, up_prog *pg, specdec_err *err) {
+    SD_TRY(sd_be_upload_mat(b, h, name, d, err));
+    return prog_tick(pg, h, name, err);
+}
+
+static specdec_status up_one(sd_backend *b, const sd_tp_plan *pl, const sd_config *c, const sd_mat *h, sd_tp_split split,
+                             const char *name, sd_mat *d, up_prog *pg, specdec_err *err) {
+    if (!pl) return up_mat(b, h, name, d, pg, err);
+    SD_TRY(up_shard(b, pl, c, h, split, name, d, err));
+    return prog_tick(pg, h, name, err);
+}
+
+static specdec_status up_layer(sd_backend *b, const sd_tp_plan *pl, const sd_config *c, const char *prefix,
+                               const sd_layer_w *h, sd_layer_w *d, const float *hp, const float *dp, up_prog *pg,
+                               specdec_err *err) {
     char nm[160];
     d->attn_norm = rebase(h->attn_norm, hp, dp);
     d->mlp_norm = rebase(h->mlp_norm, hp, dp);
     d->q_norm = rebase(h->q_norm, hp, dp);
     d->k_norm = rebase(h->k_norm, hp, dp);
-#define UP(f, n) (snprintf(nm, sizeof nm, "%s.%s.weight", prefix, n), up_mat(b, &h->f, nm, &d->f, pg, err))
-    SD_TRY(UP(q, "self_attn.q_proj"));
-    SD_TRY(UP(k, "self_attn.k_proj"));
-    SD_TRY(UP(v, "self_attn.v_proj"));
-    SD_TRY(UP(o, "self_attn.o_proj"));
-    SD_TRY(UP(gate, "mlp.gate_proj"));
-    SD_TRY(UP(up, "mlp.up_proj"));
-    SD_TRY(UP(down, "mlp.down_proj"));
+#define UP(f, n, split)                                                                         \
+    (snprintf(nm, sizeof nm, "%s.%s.weight", prefix, n),                                        \
+     up_one(b, pl, c, &h->f, split, nm, &d->f, pg, err))
+    SD_TRY(UP(q, "self_attn.q_proj", SD_TP_ROWS_Q));
+    SD_TRY(UP(k, "self_attn.k_proj", SD_TP_ROWS_KV));
+    SD_TRY(UP(v, "self_attn.v_proj", SD_TP_ROWS_KV));
+    SD_TRY(UP(o, "self_attn.o_proj", SD_TP_COLS_O));
+    SD_TRY(UP(gate, "mlp.gate_proj", SD_TP_ROWS_I));
+    SD_TRY(UP(up, "mlp.up_proj", SD_TP_ROWS_I));
+    SD_TRY(UP(down, "mlp.down_proj", SD_TP_COLS_I));
 #undef UP
     return SPECDEC_OK;
 }
@@ -56,13 +99,20 @@ static void unload_layer(sd_backend *b, sd_layer_w *L) {
 
 specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_weights *h, sd_weights *d,
                                  specdec_progress_fn progress, void *progress_user, specdec_err *err) {
-    memset(d, 0, sizeof *d);
     up_prog pg = {progress, progress_user, 0, sd_mat_bytes(&h->embed)};
     if (h->lm_head.w != h->embed.w) pg.total += sd_mat_bytes(&h->lm_head);
     for (int l = 0; l < c->n_layers; l++) pg.total += layer_bytes(&h->layers[l]);
     if (h->mtp) {
         pg.total += sd_mat_bytes(&h->mtp->fc);
         for (int k = 0; k < h->mtp->n_layers; k++) pg.total += layer_bytes(&h->mtp->layers[k]);
+    }
+    memset(d, 0, sizeof *d);
+    sd_tp_plan plan, *pl = NULL;   /* the split on a tensor-parallel backend */
+    if (b->tp_ranks) {
+        SD_TRY(sd_tp_plan_make(c, b->tp_ranks, c->quant_bits ? c->quant_group : 0, "model", &plan, err));
+        if (!b->i->upload_ranks)
+            return sd_fail(err, SPECDEC_ERR_INTERNAL, "backend %s: tensor parallel without upload_ranks", b->name);
+        pl = &plan;
     }
     specdec_status st = SPECDEC_OK;
     const float *dp = NULL;
@@ -84,7 +134,7 @@ specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_wei
     for (int l = 0; l < c->n_layers; l++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "model.layers.%d", l);
-        if ((st = up_layer(b, prefix, &h->layers[l], &d->layers[l], h->f32_pool, dp, &pg, err))) goto fail;
+        if ((st = up_layer(b, pl, c, prefix, &h->layers[l], &d->layers[l], h->f32_pool, dp, &pg, err))) goto fail;
     }
     if (h->mtp) {
         sd_mtp_w *m = d->mtp;
@@ -96,7 +146,7 @@ specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_wei
         for (int k = 0; k < m->n_layers; k++) {
             char prefix[64];
             snprintf(prefix, sizeof prefix, "mtp.layers.%d", k);
-            if ((st = up_layer(b, prefix, &h->mtp->layers[k], &m->layers[k], h->f32_pool, dp, &pg, err))) goto fail;
+            if ((st = up_layer(b, pl, c, prefix, &h->mtp->layers[k], &m->layers[k], h->f32_pool, dp, &pg, err))) goto fail;
         }
     }
     return SPECDEC_OK;

@@ -104,7 +104,7 @@ static specdec_status mtp_bind(specdec_drafter *d, const sd_target *t, specdec_e
     specdec_status st = sd_runtime_init(&m->rt, b, c, t->n_ctx, t->max_batch, t->kv_dtype, err);
     if (st != SPECDEC_OK) return st;
     m->rt_ok = true;
-    st = sd_kv_init(&m->kv, b, m->w->n_layers, t->n_ctx, c->n_kv_heads * c->head_dim, t->kv_dtype, err);
+    st = sd_kv_init(&m->kv, b, m->w->n_layers, t->n_ctx, m->rt.nkv * c->head_dim, t->kv_dtype, err);
     if (!st) st = b->i->alloc(b, sizeof(float) * mb * H, "MTP drafter", (void **)&m->e, err);
     if (!st) st = b->i->alloc(b, sizeof(float) * mb * 2 * H, "MTP drafter", (void **)&m->cat, err);
     if (!st) st = b->i->alloc(b, sizeof(float) * mb * H, "MTP drafter", (void **)&m->x, err);

@@ -2,8 +2,8 @@
  * version, scripts/server_soak.sh the long one). Several client threads send a fixed, seeded mix of
  * requests: greedy and seeded completions, streaming and not, each answer compared byte for byte
  * with the text `specdec run` printed for the same prompt and settings; streams the client closes
- * after the first chunk; bodies over --max-body; malformed JSON; bad HTTP. A sampler thread reads
- * the server's VmRSS from /proc. At the end: the server must be alive and idle, its /metrics must
+ * after the first chunk; bodies over --max-body; headers over --max-header-bytes; malformed JSON;
+ * bad HTTP. A sampler thread reads the server's VmRSS from /proc. At the end: the server must be alive and idle, its /metrics must
  * show that cancelled generations stopped early, and a hang-up on an idle server must free the
  * slot for the next request at once. Prints a Markdown report; exit 0 only when no answer was
  * wrong, no status unexpected, and resident memory did not grow past the bound.
@@ -34,6 +34,7 @@ static struct {
     unsigned long long seed_base;
     double temp, top_p;
     const char *expect_dir;
+    char *prompts_buf;           /* prompts.txt; prompts[] point into it */
     char **prompts;
     char **exp_greedy, **exp_seeded;
     size_t *len_greedy, *len_seeded;
@@ -48,11 +49,12 @@ static double now_ms(void) {
 
 /* ---- request kinds --------------------------------------------------------------------- */
 enum { K_GREEDY, K_GREEDY_STREAM, K_SEEDED, K_SEEDED_STREAM, K_CANCEL, K_OVERSIZED, K_OVERSIZED_CHUNKED,
-       K_BAD_JSON, K_BAD_HTTP, K_METRICS, K_COUNT };
+       K_BAD_JSON, K_BAD_HTTP, K_BIG_HEADERS, K_METRICS, K_COUNT };
 static const char *kind_name[K_COUNT] = {"greedy", "greedy stream", "seeded", "seeded stream", "cancelled mid-stream",
-                                        "oversized body", "oversized chunked body", "malformed JSON", "bad HTTP", "GET /metrics"};
+                                        "oversized body", "oversized chunked body", "malformed JSON", "bad HTTP", "headers over the limit",
+                                        "GET /metrics"};
 /* Percent of requests of each kind (sums to 100). */
-static const int kind_weight[K_COUNT] = {25, 20, 15, 10, 10, 4, 3, 6, 4, 3};
+static const int kind_weight[K_COUNT] = {23, 20, 15, 10, 10, 4, 3, 6, 4, 2, 3};
 
 /* ---- results -------------------------------------------------------------------------- */
 typedef struct stats {
@@ -101,6 +103,7 @@ static bool load_expectations(void) {
     char path[4096];
     snprintf(path, sizeof path, "%s/prompts.txt", opt.expect_dir);
     char *all = read_file(path, NULL);
+    opt.prompts_buf = all;
     if (!all) { fprintf(stderr, "soak: cannot read %s\n", path); return false; }
     int cap = 64;
     opt.prompts = calloc((size_t)cap, sizeof *opt.prompts);
@@ -343,6 +346,17 @@ static void do_request(int idx, int kind) {
         expect = -1;       /* any 4xx/5xx, or the server closing: what matters is that it keeps serving */
         break;
     }
+    case K_BIG_HEADERS: {
+        /* past the server's default --max-header-bytes (16384), within its connection pool */
+        size_t n = 17000 + (size_t)(idx % 5) * 1000;
+        big = malloc(n + 128);
+        int h = snprintf(big, 128, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: ");
+        memset(big + h, 'h', n);
+        memcpy(big + h + n, "\r\n\r\n", 5);
+        raw_request = big;
+        expect = 431;
+        break;
+    }
     case K_METRICS: raw_request = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"; break;
     }
     plen = strlen(payload);
@@ -396,6 +410,10 @@ static void do_request(int idx, int kind) {
     }
     if (expect != 200 || kind == K_METRICS || kind == K_CANCEL) {
         if (kind == K_CANCEL && !strstr(r.raw, "data: {")) { count(S.wrong, kind); problem("request %d: the stream never started", idx); }
+        else if (kind == K_BIG_HEADERS && !strstr(r.raw, "\"headers_too_large\"")) {
+            count(S.wrong, kind);
+            problem("request %d: a 431 without the JSON error: %.200s", idx, r.raw);
+        }
         else count(S.ok, kind);
         resp_free(&r);
         return;
@@ -631,5 +649,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < S.n_problems; i++) printf("- problem: %s\n", S.first_problem[i]);
     printf("%sverdict: %s (%ld wrong answers, %ld unexpected statuses, %ld without answer)\n", S.n_problems ? "\n" : "",
            pass ? "PASS" : "FAIL", wrong, bad, transport);
+    fflush(stdout);
+    /* everything freed, so a leak check of this program (the ASan build) finds only real leaks */
+    for (int i = 0; i < opt.n_prompts; i++) { free(opt.exp_greedy[i]); free(opt.exp_seeded[i]); }
+    free(opt.exp_greedy); free(opt.exp_seeded); free(opt.len_greedy); free(opt.len_seeded);
+    free(opt.prompts); free(opt.prompts_buf);
+    free(th); free(plan); free(S.ttft); free(S.total); free(samples);
     return pass ? 0 : 1;
 }

@@ -45,21 +45,71 @@ int cli_float(const char *opt, const char *s, double lo, double hi, double *out)
     return 0;
 }
 
+int cli_input_option(const char *a, const char *val, const char **dir, const char **prompt, const char **file, int *i) {
+    const char **dst;
+    const char *need;
+    if (dir && !strcmp(a, "-m")) { dst = dir; need = "-m needs a directory"; }
+    else if (prompt && !strcmp(a, "-p")) { dst = prompt; need = "-p needs text"; }
+    else if (file && !strcmp(a, "-f")) { dst = file; need = "-f needs a file (or - for stdin)"; }
+    else return 0;
+    if (!val) { cli_fail("%s", need); return -1; }
+    *dst = val;
+    (*i)++;
+    return 1;
+}
+
+int cli_choice(const char *opt, const char *s, const char *const *names, const int *values, int n, int *out) {
+    char all[128] = "";
+    for (int k = 0; k < n; k++) {
+        if (s && !strcmp(s, names[k])) { *out = values[k]; return 0; }
+        snprintf(all + strlen(all), sizeof all - strlen(all), "%s%s", k ? ", " : "", names[k]);
+    }
+    if (!s) return cli_fail("%s needs a value", opt);
+    return cli_fail("%s: '%s' is not one of %s", opt, s, all);
+}
+
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out) {
-    if (!s) return cli_fail("--kv-dtype needs a value");
-    if (!strcmp(s, "f32")) *out = SPECDEC_KV_F32;
-    else if (!strcmp(s, "bf16")) *out = SPECDEC_KV_BF16;
-    else if (!strcmp(s, "f16")) *out = SPECDEC_KV_F16;
-    else return cli_fail("--kv-dtype: '%s' is not one of f32, bf16, f16", s);
+    static const char *const names[] = {"f32", "bf16", "f16"};
+    static const int values[] = {SPECDEC_KV_F32, SPECDEC_KV_BF16, SPECDEC_KV_F16};
+    int v = 0;
+    if (cli_choice("--kv-dtype", s, names, values, 3, &v)) return 1;
+    *out = (specdec_kv_dtype)v;
+    return 0;
+}
+
+int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *i) {
+    long v = 0;
+    if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return -1; cp->n_threads = (int)v; }
+    else if (!strcmp(a, "--backend")) {
+        if (!val) { cli_fail("--backend needs a name (%s)", specdec_backends()); return -1; }
+        cp->backend = val;
+    }
+    else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return -1; cp->device = (int)v; }
+    else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return -1; cp->n_ctx = (int)v; }
+    else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp->kv_dtype)) return -1; }
+    else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp->precision)) return -1; }
+    else if (!strcmp(a, "--reference")) { cp->reference_kernels = true; return 1; }   /* a flag: no value */
+    else if (cli_is_tp_opt(a)) { if (cli_tp_opt(a, val, cp)) return -1; }
+    else return 0;
+    (*i)++;
+    return 1;
+}
+
+int cli_parse_sampling(const char *s, specdec_spec_sampling *out) {
+    static const char *const names[] = {"seeded", "rejection"};
+    static const int values[] = {SPECDEC_SPEC_SEEDED, SPECDEC_SPEC_REJECTION};
+    int v = 0;
+    if (cli_choice("--sampling", s, names, values, 2, &v)) return 1;
+    *out = (specdec_spec_sampling)v;
     return 0;
 }
 
 int cli_parse_precision(const char *s, specdec_precision *out) {
-    if (!s) return cli_fail("--precision needs a value");
-    if (!strcmp(s, "f32")) *out = SPECDEC_PRECISION_F32;
-    else if (!strcmp(s, "int8")) *out = SPECDEC_PRECISION_INT8;
-    else if (!strcmp(s, "default")) *out = SPECDEC_PRECISION_DEFAULT;
-    else return cli_fail("--precision: '%s' is not one of f32, int8, default", s);
+    static const char *const names[] = {"f32", "int8", "default"};
+    static const int values[] = {SPECDEC_PRECISION_F32, SPECDEC_PRECISION_INT8, SPECDEC_PRECISION_DEFAULT};
+    int v = 0;
+    if (cli_choice("--precision", s, names, values, 3, &v)) return 1;
+    *out = (specdec_precision)v;
     return 0;
 }
 
@@ -152,6 +202,31 @@ specdec_status cli_draft_vocab_auto(specdec_drafter *dr, const char *model_dir, 
     specdec_status st = specdec_drafter_set_draft_vocab(dr, path, SPECDEC_DRAFT_VOCAB_FILE_DEFAULT, err);
     if (st == SPECDEC_OK) snprintf(used, cap, "%s, shipped with the model; --draft-vocab none for the full head", path);
     return st;
+}
+
+bool cli_is_tp_opt(const char *a) { return !strcmp(a, "--tp") || !strcmp(a, "--tp-reduce"); }
+
+int cli_tp_opt(const char *a, const char *val, specdec_ctx_params *cp) {
+    if (!strcmp(a, "--tp")) {
+        long v = 0;
+        if (cli_int(a, val, 1, 8, &v)) return 1;
+        cp->tp = (int)v;
+        return 0;
+    }
+    if (val && !strcmp(val, "gather")) cp->tp_reduce = 0;
+    else if (val && !strcmp(val, "ring")) cp->tp_reduce = 1;
+    else if (val && !strcmp(val, "none")) cp->tp_reduce = 2;
+    else return cli_fail("--tp-reduce: want gather, ring or none (none: wrong output, for timing)");
+    return 0;
+}
+
+void cli_tp_report(const specdec_ctx *c) {
+    specdec_tp_stats ts;
+    specdec_ctx_tp_stats(c, &ts);
+    if (!ts.ranks) return;
+    fprintf(stderr, "[tp] %d rank(s) over %s: %llu all-reduces of %.1f floats on average, %.3f ms in them (host)\n",
+            ts.ranks, ts.comm, (unsigned long long)ts.allreduce_calls,
+            ts.allreduce_calls ? (double)ts.allreduce_floats / (double)ts.allreduce_calls : 0.0, ts.allreduce_ms);
 }
 
 /* Sampling options the command line did not give take the model's generation_config.json values

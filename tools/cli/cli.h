@@ -26,9 +26,27 @@ int cli_float(const char *opt, const char *s, double lo, double hi, double *out)
 specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m, specdec_err *err);
 /* specdec_ctx_init with the upload's progress shown as the load's is (a backend that copies the weights). */
 specdec_status cli_ctx_init(const specdec_model *m, const specdec_ctx_params *cp, specdec_ctx **ctx, specdec_err *err);
+/* s as one of the n names into *out (the matching value); else an error naming opt and the choices
+ * (or that a value is missing), returning 1. */
+int cli_choice(const char *opt, const char *s, const char *const *names, const int *values, int n, int *out);
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out);
+/* --sampling seeded|rejection */
+int cli_parse_sampling(const char *s, specdec_spec_sampling *out);
+/* The context options of every command that runs a model (--threads, --backend, --device, --ctx,
+ * --kv-dtype, --precision, --reference, --tp, --tp-reduce) into *cp. Returns 0 when `a` is none of them, 1 when it was taken (*i
+ * then indexes its value, if it has one), -1 after printing what is wrong with it. */
+int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *i);
+/* -m DIR, -p TEXT, -f FILE|- into *dir, *prompt, *file (a NULL pointer: the command does not take
+ * that option). Returns as cli_ctx_option. */
+int cli_input_option(const char *a, const char *val, const char **dir, const char **prompt, const char **file, int *i);
 /* --precision f32|int8|default */
 int cli_parse_precision(const char *s, specdec_precision *out);
+/* Tensor parallelism, shared by every command that makes a context: --tp N and
+ * --tp-reduce gather|ring|none into cp. cli_tp_opt returns 0 when consumed, 1 on an error. */
+bool cli_is_tp_opt(const char *a);
+int cli_tp_opt(const char *a, const char *val, specdec_ctx_params *cp);
+/* One "[tp] ..." line on stderr with the all-reduce counters (nothing without tensor parallelism). */
+void cli_tp_report(const specdec_ctx *c);
 /* --draft-vocab FILE[:N]: attach the first N ids of a draft vocabulary file (no ":N": its default_n, else all). */
 specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_err *err);
 /* run / serve: DIR/draft_vocab.json for an MTP drafter unless spec is a FILE[:N] or "none". */

@@ -55,8 +55,10 @@ int cmd_bench(int argc, char **argv) {
     long v; double d;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int taken = cli_ctx_option(a, val, &cp, &i);
+        if (!taken) taken = cli_input_option(a, val, &dir_opt, NULL, NULL, &i);
+        if (taken) { if (taken < 0) return 1; continue; }
         if (cli_is_help(a)) return cli_usage("bench");
-        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir_opt = val; i++; }
         else if (!strcmp(a, "--draft")) { if (!val) return cli_fail("--draft needs a value"); draft = val; i++; }
         else if (!strcmp(a, "--prompts")) { if (!val) return cli_fail("--prompts needs a file"); prompts_path = val; i++; }
         else if (!strcmp(a, "--out")) { if (!val) return cli_fail("--out needs a file"); out_path = val; i++; }
@@ -68,19 +70,9 @@ int cmd_bench(int argc, char **argv) {
             else { if (cli_int(a, val, 2, SPECDEC_SPEC_MAX_DEPTH, &v)) return 1; sp.block_size = (int)v; }
             i++;
         }
-        else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
-        else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp.precision)) return 1; i++; }
-        else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
-        else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
-        else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
         else if (!strcmp(a, "--temp")) { if (cli_float(a, val, 0, 100, &d)) return 1; gp.sampling.temperature = (float)d; given[SPECDEC_GEN_TEMPERATURE] = true; i++; }
         else if (!strcmp(a, "--seed")) { if (cli_seed(a, val, &gp.sampling.seed, &seed_fresh)) return 1; i++; }
-        else if (!strcmp(a, "--sampling")) {
-            if (val && !strcmp(val, "seeded")) sp.sampling = SPECDEC_SPEC_SEEDED;
-            else if (val && !strcmp(val, "rejection")) sp.sampling = SPECDEC_SPEC_REJECTION;
-            else return cli_fail("--sampling: want rejection or seeded");
-            i++;
-        }
+        else if (!strcmp(a, "--sampling")) { if (cli_parse_sampling(val, &sp.sampling)) return 1; i++; }
         else if (!strcmp(a, "--draft-vocab")) {
             if (!val) return cli_fail("--draft-vocab needs FILE[:N] or none");
             if (na == MAXA) return cli_fail("at most %d speculative arms besides the first", MAXA - 1);

@@ -45,9 +45,11 @@ int cmd_inflate(int argc, char **argv) {
         else if (!strcmp(a, "--tied")) tie = SPECDEC_INFLATE_TIED;
         else if (!strcmp(a, "--untied")) tie = SPECDEC_INFLATE_UNTIED;
         else if (!strcmp(a, "--fill")) {
-            if (val && !strcmp(val, "random")) ip.fill_zero = false;
-            else if (val && !strcmp(val, "zero")) ip.fill_zero = true;
-            else return cli_fail("--fill: want random or zero");
+            static const char *const fills[] = {"random", "zero"};
+            static const int fill_zero[] = {0, 1};
+            int z = 0;
+            if (cli_choice(a, val, fills, fill_zero, 2, &z)) return 1;
+            ip.fill_zero = z != 0;
             i++;
         }
         else if (!strcmp(a, "--seed")) {

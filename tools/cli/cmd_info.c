@@ -5,14 +5,16 @@
 int cmd_info(int argc, char **argv) {
     const char *dir_opt = NULL, *backend = "auto";
     char dir[4096];
-    long threads = 0, device = 0;
+    long threads = 0, device = 0, tp = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int taken = cli_input_option(a, val, &dir_opt, NULL, NULL, &i);
+        if (taken) { if (taken < 0) return 1; continue; }
         if (cli_is_help(a)) return cli_usage("info");
-        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir_opt = val; i++; }
         else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name"); backend = val; i++; }
         else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &threads)) return 1; i++; }
         else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &device)) return 1; i++; }
+        else if (!strcmp(a, "--tp")) { if (cli_int(a, val, 1, 8, &tp)) return 1; i++; }
         else return cli_fail("info: unknown option '%s'", a);
     }
     if (cli_model_dir(dir_opt, dir, sizeof dir)) return 1;
@@ -23,6 +25,8 @@ int cmd_info(int argc, char **argv) {
     if (specdec_backend_describe(backend, (int)threads, (int)device, be, sizeof be, &err)) return cli_fail_err(&err);
     specdec_model *m = NULL;
     if (cli_load_model(dir, true, &m, &err)) return cli_fail_err(&err);
+    char plan[1024] = "";   /* a plan that does not split is refused before anything is printed */
+    if (tp && specdec_tp_describe(m, (int)tp, plan, sizeof plan, &err)) { specdec_model_free(m); return cli_fail_err(&err); }
     specdec_model_info in;
     specdec_model_get_info(m, &in);
     printf("model_type:        %s\n", in.model_type);
@@ -43,7 +47,11 @@ int cmd_info(int argc, char **argv) {
     else
         printf("mtp drafter:       none\n");
     printf("backend:           %s (built in: %s)\n", be, specdec_backends());
+    char why[768];
+    specdec_cpu_kernels_why(why, sizeof why);
+    if (tp) printf("tensor parallel:   %s\n", plan);
     printf("cpu kernels:       %s (SPECDEC_SIMD overrides)\n", kernels);
+    printf("kernels chosen:    %s\n", why);
     specdec_generation_config g;
     specdec_model_generation_config(m, &g);
     printf("eos ids:          ");

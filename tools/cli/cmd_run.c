@@ -26,41 +26,29 @@ int cmd_run(int argc, char **argv) {
     long v; double d;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int taken = cli_ctx_option(a, val, &cp, &i);
+        if (!taken) taken = cli_input_option(a, val, &dir_opt, &prompt, &prompt_file, &i);
+        if (taken) { if (taken < 0) return 1; continue; }
         if (cli_is_help(a)) return cli_usage("run");
-        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir_opt = val; i++; }
-        else if (!strcmp(a, "-p")) { if (!val) return cli_fail("-p needs text"); prompt = val; i++; }
-        else if (!strcmp(a, "-f")) { if (!val) return cli_fail("-f needs a file (or - for stdin)"); prompt_file = val; i++; }
         else if (!strcmp(a, "-n")) { if (cli_int(a, val, 0, 1 << 30, &v)) return 1; gp.max_tokens = (int)v; i++; }
         else if (!strcmp(a, "--temp")) { if (cli_float(a, val, 0, 100, &d)) return 1; gp.sampling.temperature = (float)d; given[SPECDEC_GEN_TEMPERATURE] = true; i++; }
         else if (!strcmp(a, "--top-k")) { if (cli_int(a, val, 0, 1 << 24, &v)) return 1; gp.sampling.top_k = (int)v; given[SPECDEC_GEN_TOP_K] = true; i++; }
         else if (!strcmp(a, "--top-p")) { if (cli_float(a, val, 0, 1, &d)) return 1; gp.sampling.top_p = (float)d; given[SPECDEC_GEN_TOP_P] = true; i++; }
         else if (!strcmp(a, "--min-p")) { if (cli_float(a, val, 0, 1, &d)) return 1; gp.sampling.min_p = (float)d; given[SPECDEC_GEN_MIN_P] = true; i++; }
         else if (!strcmp(a, "--seed")) { if (cli_seed(a, val, &gp.sampling.seed, &seed_fresh)) return 1; i++; }
-        else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
-        else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
-        else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
-        else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
-        else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
-        else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp.precision)) return 1; i++; }
         else if (!strcmp(a, "--stop")) {
             if (!val || !*val) return cli_fail("--stop needs a non-empty string");
             if (n_stop == 16) return cli_fail("at most 16 --stop strings");
             stops[n_stop++] = val; i++;
         }
         else if (!strcmp(a, "--ignore-eos")) gp.ignore_eos = true;
-        else if (!strcmp(a, "--reference")) cp.reference_kernels = true;
         else if (!strcmp(a, "--draft")) { if (!val) return cli_fail("--draft needs mtp, model:DIR or ngram"); draft = val; i++; }
         else if (!strcmp(a, "--block-size")) {
             if (val && !strcmp(val, "auto")) sp.block_size = 0;
             else { if (cli_int(a, val, 2, SPECDEC_SPEC_MAX_DEPTH, &v)) return 1; sp.block_size = (int)v; }
             i++;
         }
-        else if (!strcmp(a, "--sampling")) {
-            if (val && !strcmp(val, "rejection")) sp.sampling = SPECDEC_SPEC_REJECTION;
-            else if (val && !strcmp(val, "seeded")) sp.sampling = SPECDEC_SPEC_SEEDED;
-            else return cli_fail("--sampling: want rejection or seeded");
-            i++;
-        }
+        else if (!strcmp(a, "--sampling")) { if (cli_parse_sampling(val, &sp.sampling)) return 1; i++; }
         else if (!strcmp(a, "--allow-inexact")) sp.allow_inexact = true;
         else if (!strcmp(a, "--profile-drafter")) sp.profile = true;
         else if (!strcmp(a, "--verify-rows")) { if (cli_int(a, val, 1, SPECDEC_SPEC_MAX_DEPTH, &v)) return 1; sp.verify_rows = (int)v; i++; }
@@ -126,6 +114,7 @@ int cmd_run(int argc, char **argv) {
                 specdec_ctx_backend(ctx), specdec_ctx_kernels(ctx), (unsigned long long)bs.ops,
                 (unsigned long long)bs.seq_recorded, (unsigned long long)bs.seq_replayed,
                 (unsigned long long)bs.read_calls, (unsigned long long)bs.write_calls);
+        cli_tp_report(ctx);
     }
     if (dr) {
         char line[2048];

@@ -49,22 +49,15 @@ int cmd_score(int argc, char **argv) {
     const char *dir_opt = NULL, *prompt = NULL, *prompt_file = NULL, *ids_arg = NULL;
     char dir[4096];
     specdec_ctx_params cp = specdec_ctx_default_params();
-    long v, top = 2;
+    long top = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int taken = cli_ctx_option(a, val, &cp, &i);
+        if (!taken) taken = cli_input_option(a, val, &dir_opt, &prompt, &prompt_file, &i);
+        if (taken) { if (taken < 0) return 1; continue; }
         if (cli_is_help(a)) return cli_usage("score");
-        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir_opt = val; i++; }
-        else if (!strcmp(a, "-p")) { if (!val) return cli_fail("-p needs text"); prompt = val; i++; }
-        else if (!strcmp(a, "-f")) { if (!val) return cli_fail("-f needs a file (or - for stdin)"); prompt_file = val; i++; }
         else if (!strcmp(a, "--ids")) { if (!val) return cli_fail("--ids needs a JSON array or @FILE"); ids_arg = val; i++; }
         else if (!strcmp(a, "--top")) { if (cli_int(a, val, 1, 64, &top)) return 1; i++; }
-        else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
-        else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
-        else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
-        else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp.precision)) return 1; i++; }
-        else if (!strcmp(a, "--reference")) cp.reference_kernels = true;
-        else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
-        else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
         else return cli_fail("score: unknown option '%s'", a);
     }
     if (!prompt == !prompt_file || !ids_arg) return cli_fail("score needs the prompt (-p TEXT, -f FILE or -f -) and --ids JSON|@FILE");

@@ -10,6 +10,7 @@ static const cmd_usage USAGE[] = {
      "  run       [-m DIR] (-p TEXT | -f FILE | -f -) [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
      "            [--seed S|-1] [--threads N] [--ctx N] [--kv-dtype f32|bf16|f16] [--stop S]... [--ignore-eos]\n"
      "            [--backend auto|cpu|cuda] [--device N] [--precision f32|int8|default]\n"
+     "            [--tp N] [--tp-reduce gather|ring|none]\n"
      "            [--draft mtp|model:DIR|ngram] [--block-size K|auto] [--sampling seeded|rejection]\n"
      "            [--draft-vocab FILE[:N]|none] [--allow-inexact] [--stats-json FILE] [--profile-drafter]\n"
      "            [--ids-out FILE] [--verify-rows N] [--probe-draws N]\n"
@@ -19,15 +20,17 @@ static const cmd_usage USAGE[] = {
      "  bench     [-m DIR] --draft mtp|model:DIR|ngram --prompts FILE.jsonl [-n N] [--block-size K|auto]\n"
      "            [--repeats R] [--threads N] [--temp T] [--seed S] [--sampling seeded|rejection] [--out FILE.md]\n"
      "            [--draft-vocab FILE[:N]|none]... [--profile-drafter] [--max-prompts N] [--ignore-eos]\n"
-     "            [--precision f32|int8|default]\n"
+     "            [--backend B] [--device N] [--ctx N] [--kv-dtype f32|bf16|f16] [--precision f32|int8|default]\n"
+     "            [--reference] [--tp N]\n"
      "            (the defaults are run's: --block-size auto, seeded sampling, the shipped draft vocabulary)\n"},
     {"info",
-     "  info      [-m DIR] [--backend auto|cpu|cuda] [--device N] [--threads N]\n"},
+     "  info      [-m DIR] [--backend auto|cpu|cuda] [--device N] [--threads N] [--tp N]\n"},
     {"tokenize",
      "  tokenize  [-m DIR] (-p TEXT | -f FILE | -f -) [--decode]   (--decode: the text is a JSON array of ids)\n"},
     {"score",
      "  score     [-m DIR] (-p TEXT | -f FILE | -f -) --ids JSON|@FILE [--top K] [--threads N] [--backend B]\n"
-     "            [--precision f32|int8|default]\n"
+     "            [--device N] [--ctx N] [--kv-dtype f32|bf16|f16] [--precision f32|int8|default]\n"
+     "            [--reference] [--tp N]\n"
      "            (per continuation token: its logit, rank and the top K, as JSON lines)\n"},
     {"quantize",
      "  quantize  IN OUT [--bits 4|8] [--group-size 32|64|128] [--shard-mb N] [--quantize-mtp] [--quiet]\n"},
@@ -39,7 +42,7 @@ static const cmd_usage USAGE[] = {
 #ifdef SPECDEC_HAVE_SERVER
     {"serve",
      "  serve     [-m DIR] [--draft ...] [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--threads N]\n"
-     "            [--queue N] [--max-body BYTES] [--timeout-s S]   (OpenAI-compatible HTTP API; serve --help)\n"},
+     "            [--queue N] [--max-body BYTES] [--timeout-s S] [--tp N]   (OpenAI-compatible HTTP API; serve --help)\n"},
 #endif
 };
 

@@ -18,6 +18,7 @@ static void serve_usage_to(FILE *f) {
     fputs("usage: specdec serve [-m DIR] [--draft auto|mtp|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
           "                     [--api-key KEY] [--threads N] [--queue N] [--max-body BYTES] [--timeout-s S]\n"
           "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--precision f32|int8] [--name MODEL_NAME] [--draft-vocab FILE[:N]|none]\n"
+          "                     [--backend B] [--device N] [--tp N] [--tp-reduce gather|ring|none]\n"
           "                     [--max-tokens N] [--max-header-bytes BYTES] [--idle-timeout-s S] [--log-format text|json]\n"
           "  Limits (defaults): --queue 16 waiting requests (503 past it), --max-body 1048576 (413),\n"
           "  --max-header-bytes 16384 (431), --max-tokens 0 = up to the context (400), --ctx = the model's\n"
@@ -117,20 +118,16 @@ int cmd_serve(int argc, char **argv) {
     specdec_ctx_params cp = specdec_ctx_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int taken = cli_ctx_option(a, val, &cp, &i);
+        if (!taken) taken = cli_input_option(a, val, &dir, NULL, NULL, &i);
+        if (taken) { if (taken < 0) return 1; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage_to(stdout); return 0; }
-        else if (!strcmp(a, "-m")) { if (!val) return cli_fail("-m needs a directory"); dir = val; i++; }
         else if (!strcmp(a, "--host")) { if (!val || !*val) return cli_fail("--host needs an address"); host = val; i++; }
         else if (!strcmp(a, "--port")) { if (cli_int(a, val, 1, 65535, &port)) return 1; i++; }
         else if (!strcmp(a, "--api-key")) { if (!val || !*val) return cli_fail("--api-key needs a key"); api_key = val; i++; }
-        else if (!strcmp(a, "--threads")) { if (cli_int(a, val, 1, 1024, &v)) return 1; cp.n_threads = (int)v; i++; }
-        else if (!strcmp(a, "--backend")) { if (!val) return cli_fail("--backend needs a name (%s)", specdec_backends()); cp.backend = val; i++; }
-        else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return 1; cp.device = (int)v; i++; }
         else if (!strcmp(a, "--queue")) { if (cli_int(a, val, 0, 4096, &queue)) return 1; i++; }
         else if (!strcmp(a, "--timeout-s")) { if (cli_int(a, val, 1, 86400, &timeout_s)) return 1; i++; }
         else if (!strcmp(a, "--max-body")) { if (cli_int(a, val, 64, 1L << 30, &v)) return 1; max_body = (unsigned long long)v; i++; }
-        else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return 1; cp.n_ctx = (int)v; i++; }
-        else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp.kv_dtype)) return 1; i++; }
-        else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp.precision)) return 1; i++; }
         else if (!strcmp(a, "--draft-vocab")) { if (!val || !*val) return cli_fail("--draft-vocab needs FILE[:N] or none"); draft_vocab = val; i++; }
         else if (!strcmp(a, "--max-tokens")) { if (cli_int(a, val, 0, 1 << 24, &max_tokens)) return 1; i++; }
         else if (!strcmp(a, "--max-header-bytes")) { if (cli_int(a, val, 1024, 1 << 20, &max_header)) return 1; i++; }

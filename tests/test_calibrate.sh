@@ -1,0 +1,33 @@
+#!/bin/bash
+# test_calibrate.sh: the CPU kernel level chosen by measurement (src/cpu/calibrate.c). With a fresh
+# cache directory the first `info` calibrates and writes the cache; the second reads it; a corrupt
+# cache file (garbage, a foreign key, an unknown level) is ignored and rewritten, never trusted;
+# SPECDEC_SIMD overrides; SPECDEC_CALIBRATE=0 takes the static order. On a machine with a single
+# SIMD level there is nothing to choose (info says so) and the cache checks are skipped.
+. "$(dirname "$0")/cli_lib.sh"
+MODEL=$M
+fail=0
+export XDG_CACHE_HOME=$T/cache
+F=$XDG_CACHE_HOME/specdec/cpu-levels
+why() { "$BIN" info -m "$MODEL" 2>/dev/null | sed -n 's/^kernels chosen: *//p'; }
+w=$(why)
+case $w in
+"the only SIMD level"*) echo "ok   one level here: $w"; exit 0 ;;
+"calibrated now"*) echo "ok   first use calibrates: $w" ;;
+*) echo "FAIL first use: '$w'"; fail=1 ;;
+esac
+[ -s "$F" ] && grep -q "^key " "$F" || { echo "FAIL: no cache file $F"; fail=1; }
+w=$(why); case $w in "calibrated earlier"*) echo "ok   second use reads the cache" ;; *) echo "FAIL second use: '$w'"; fail=1 ;; esac
+for bad in 'garbage' $'key someone else\nf32 avx2\nint8 avx2\ntimes x' "$(sed 's/^f32 .*/f32 mmx/' "$F")"; do
+  printf '%s\n' "$bad" > "$F"
+  w=$(why)
+  case $w in "calibrated now"*) ;; *) echo "FAIL corrupt cache trusted: '$w'"; fail=1 ;; esac
+  grep -q "^key .*|" "$F" && ! grep -q "mmx\|someone" "$F" || { echo "FAIL: corrupt cache not rewritten"; fail=1; }
+done
+echo "ok   corrupt caches ignored and rewritten"
+w=$(SPECDEC_SIMD=avx2 why); case $w in "forced by SPECDEC_SIMD=avx2"*) echo "ok   SPECDEC_SIMD overrides" ;; *) echo "FAIL forced: '$w'"; fail=1 ;; esac
+w=$(SPECDEC_CALIBRATE=0 why); case $w in "SPECDEC_CALIBRATE=0"*) echo "ok   SPECDEC_CALIBRATE=0: static order" ;; *) echo "FAIL static: '$w'"; fail=1 ;; esac
+chmod 000 "$XDG_CACHE_HOME/specdec" 2>/dev/null
+"$BIN" info -m "$MODEL" >/dev/null 2>&1 || { echo "FAIL: an unwritable cache stops info"; fail=1; }
+chmod 755 "$XDG_CACHE_HOME/specdec" 2>/dev/null
+exit $fail
