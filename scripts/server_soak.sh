@@ -30,12 +30,16 @@ flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'avx2|fma|f16c|
     echo "byte with the text \`specdec run\` printed for the same prompt and settings (6 prompts, $SOAK_N tokens;"
     echo "seeded: temperature 0.8, top-p 0.95, seed 1000 + prompt index, \`specdec.sampling\` \"seeded\")."
     echo "Hang-ups close the socket after the first SSE event of a 200-token stream; oversized bodies are"
-    echo "sent with Content-Length and chunked; malformed JSON and bad HTTP come in several forms."
+    echo "sent with Content-Length and chunked; headers run past the default --max-header-bytes (16384);"
+    echo "malformed JSON and bad HTTP come in several forms."
     echo
     echo "- machine: $cpu, $(nproc) CPUs, flags used by specdec: $flags; $(free -g | awk '/^Mem:/ {print $2}') GiB; Linux $(uname -r)"
     echo "- load average (1/5/15 min) before: $load_before; after: $load_after (the machine is shared)"
     echo "- commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src tools tests include CMakeLists.txt || echo ' (with uncommitted changes)')"
     echo "- command: \`SOAK_REQUESTS=$SOAK_REQUESTS SOAK_CLIENTS=$SOAK_CLIENTS SOAK_N=$SOAK_N bash scripts/server_soak.sh\` ($secs s in all, expected texts included)"
+    echo
+    echo "One worker generates for all clients (batch 1), so with several clients the latencies below are"
+    echo "mostly time in the queue; a generation alone is the hang-up row's last request."
     echo
     cat "$rep"
 } >"$OUT"

@@ -2,8 +2,9 @@
 # test_server_soak.sh: a short soak of `specdec serve` on the embedded model, on loopback with the
 # real binary: the load generator (tests/server/soak.c) sends a few hundred requests from several
 # clients (greedy and seeded, streaming and not, hung up mid-stream, oversized, malformed JSON, bad
-# HTTP); every completion must equal `specdec run`'s text for the same prompt and settings, the
-# server must stay up, free the slots of clients that left, and keep its resident memory flat.
+# HTTP, headers over the limit); every completion must equal `specdec run`'s text for the same
+# prompt and settings, the server must stay up, free the slots of clients that left, and keep its
+# resident memory flat.
 # SOAK_REQUESTS / SOAK_CLIENTS / SOAK_N / SOAK_RSS_GROWTH_KB size it (scripts/server_soak.sh runs
 # the long version); SOAK_REPORT names a file for the Markdown report. Fails through the exit code.
 set -u

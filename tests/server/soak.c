@@ -2,8 +2,8 @@
  * version, scripts/server_soak.sh the long one). Several client threads send a fixed, seeded mix of
  * requests: greedy and seeded completions, streaming and not, each answer compared byte for byte
  * with the text `specdec run` printed for the same prompt and settings; streams the client closes
- * after the first chunk; bodies over --max-body; malformed JSON; bad HTTP. A sampler thread reads
- * the server's VmRSS from /proc. At the end: the server must be alive and idle, its /metrics must
+ * after the first chunk; bodies over --max-body; headers over --max-header-bytes; malformed JSON;
+ * bad HTTP. A sampler thread reads the server's VmRSS from /proc. At the end: the server must be alive and idle, its /metrics must
  * show that cancelled generations stopped early, and a hang-up on an idle server must free the
  * slot for the next request at once. Prints a Markdown report; exit 0 only when no answer was
  * wrong, no status unexpected, and resident memory did not grow past the bound.
@@ -49,11 +49,12 @@ static double now_ms(void) {
 
 /* ---- request kinds --------------------------------------------------------------------- */
 enum { K_GREEDY, K_GREEDY_STREAM, K_SEEDED, K_SEEDED_STREAM, K_CANCEL, K_OVERSIZED, K_OVERSIZED_CHUNKED,
-       K_BAD_JSON, K_BAD_HTTP, K_METRICS, K_COUNT };
+       K_BAD_JSON, K_BAD_HTTP, K_BIG_HEADERS, K_METRICS, K_COUNT };
 static const char *kind_name[K_COUNT] = {"greedy", "greedy stream", "seeded", "seeded stream", "cancelled mid-stream",
-                                        "oversized body", "oversized chunked body", "malformed JSON", "bad HTTP", "GET /metrics"};
+                                        "oversized body", "oversized chunked body", "malformed JSON", "bad HTTP", "headers over the limit",
+                                        "GET /metrics"};
 /* Percent of requests of each kind (sums to 100). */
-static const int kind_weight[K_COUNT] = {25, 20, 15, 10, 10, 4, 3, 6, 4, 3};
+static const int kind_weight[K_COUNT] = {23, 20, 15, 10, 10, 4, 3, 6, 4, 2, 3};
 
 /* ---- results -------------------------------------------------------------------------- */
 typedef struct stats {
@@ -345,6 +346,17 @@ static void do_request(int idx, int kind) {
         expect = -1;       /* any 4xx/5xx, or the server closing: what matters is that it keeps serving */
         break;
     }
+    case K_BIG_HEADERS: {
+        /* past the server's default --max-header-bytes (16384), within its connection pool */
+        size_t n = 17000 + (size_t)(idx % 5) * 1000;
+        big = malloc(n + 128);
+        int h = snprintf(big, 128, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Big: ");
+        memset(big + h, 'h', n);
+        memcpy(big + h + n, "\r\n\r\n", 5);
+        raw_request = big;
+        expect = 431;
+        break;
+    }
     case K_METRICS: raw_request = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"; break;
     }
     plen = strlen(payload);
@@ -398,6 +410,10 @@ static void do_request(int idx, int kind) {
     }
     if (expect != 200 || kind == K_METRICS || kind == K_CANCEL) {
         if (kind == K_CANCEL && !strstr(r.raw, "data: {")) { count(S.wrong, kind); problem("request %d: the stream never started", idx); }
+        else if (kind == K_BIG_HEADERS && !strstr(r.raw, "\"headers_too_large\"")) {
+            count(S.wrong, kind);
+            problem("request %d: a 431 without the JSON error: %.200s", idx, r.raw);
+        }
         else count(S.ok, kind);
         resp_free(&r);
         return;
