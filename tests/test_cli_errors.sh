@@ -45,12 +45,14 @@ expect "invalid UTF-8 prompt (run)" "UTF-8.*byte|byte.*UTF-8|offset" "$BIN" run 
 expect "prompt longer than the context" "context" "$BIN" run -m "$MODEL" --ctx 8 -n 4 -p "one two three four five six seven eight nine ten eleven twelve"
 expect "bad -n" "-n" "$BIN" run -m "$MODEL" -p hi -n 12x
 expect "bad --kv-dtype" "kv-dtype" "$BIN" run -m "$MODEL" -p hi --kv-dtype f8
+expect "bad --precision" "--precision: 'fp8'" "$BIN" run -m "$MODEL" -p hi --precision fp8
 expect "bad --sampling" "--sampling: 'greedy' is not one of seeded, rejection" "$BIN" run -m "$MODEL" -p hi --sampling greedy
 expect "bench: bad --sampling" "--sampling: 'greedy' is not one of" "$BIN" bench -m "$MODEL" --sampling greedy
 expect "inflate: bad --fill" "--fill: 'ones' is not one of random, zero" "$BIN" inflate "$MODEL" "$T/never" --fill ones
 # the context options are one set for every command that runs a model (tools/cli/cli.c, cli_ctx_option)
 for c in bench score serve; do
     expect "$c: bad --kv-dtype" "kv-dtype: 'f8'" "$BIN" $c -m "$MODEL" --kv-dtype f8
+    expect "$c: bad --precision" "--precision: 'int4'" "$BIN" $c -m "$MODEL" --precision int4
     expect "$c: bad --threads" "--threads" "$BIN" $c -m "$MODEL" --threads 0
     expect "$c: --backend without a name" "--backend needs a name" "$BIN" $c -m "$MODEL" --backend
 done
