@@ -103,7 +103,7 @@ for p in f32 int8; do
 done
 echo "guard: MTP text == classic text (f32 and int8, level $dl)"
 
-stats() { sort -g "$1" | awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f %.1f %.1f", m, v[1], v[NR]}'; }
+stats() { sort -g "$1" | awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f %.1f %.1f\n", m, v[1], v[NR]}'; }
 ref=$(stats "$T/llama.cpp_tg128.ts" | awk '{print $1}')
 floor=$(awk -v b="$BYTES" -v bw="$BW" 'BEGIN { if (b > 0) printf "%.0f", bw * 1e9 / b; else print "?" }')
 echo

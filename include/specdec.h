@@ -202,6 +202,10 @@ typedef struct specdec_ctx_params {
     const char *backend;       /* "auto" (default: a GPU when one is present, else the CPU), "cpu", "cuda";
                                 * an unknown or unavailable one is an error listing specdec_backends() */
     int device;                /* GPU index for GPU backends (default 0) */
+    specdec_progress_fn progress; /* weight bytes copied to the backend / total, after each tensor (not called
+                                   * where the upload is a view of the mapping, as on the CPU); may be NULL;
+                                   * false cancels (SPECDEC_ERR_CANCELLED) */
+    void *progress_user;
     specdec_precision precision; /* activations of the quantized matmuls (default: the backend's
                                 * measured choice; f32 is the reference the HF checks hold to) */
     int tp;                    /* tensor-parallel ranks (docs/tensor-parallel.md): 0 = none (default); N >= 1

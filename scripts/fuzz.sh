@@ -4,7 +4,7 @@
 #   bash scripts/fuzz.sh            # CI: 10 s per target (about 1.5 minutes for all seven)
 #   bash scripts/fuzz.sh 600        # a local campaign: 10 minutes per target
 #   FUZZ_TARGETS="safetensors config" bash scripts/fuzz.sh 60
-# A crash, a leak, a sanitizer report or a failed property stops the run with a non-zero status;
+# A crash, a leak, a sanitizer report or a failed property makes the run end with a non-zero status;
 # the input is left in build-fuzz/findings/<parser>/ (commit it under tests/fuzz/regressions/<parser>/,
 # where ctest's fuzz_replay_<parser> replays it in every build, and fix the library). New coverage
 # found is kept in build-fuzz/corpus/<parser>/ (the committed seeds stay small).
@@ -37,10 +37,10 @@ for t in $targets; do
   # -rss_limit_mb: an input that makes a parser allocate gigabytes is a finding too
   if "$exe" "${dict[@]}" -max_total_time="$SECS" -rss_limit_mb=2048 -timeout=10 -max_len=8192 \
        -artifact_prefix="$findings/" -print_final_stats=1 "$corpus" tests/fuzz/corpus/"$t" >"$log" 2>&1; then
-    echo "fuzz $t: $(grep -E 'stat::number_of_executed_units' "$log" | awk '{print $2}') runs in ${SECS} s, no finding"
+    echo "fuzz $t: $(grep -aE 'stat::number_of_executed_units' "$log" | awk '{print $2}') runs in ${SECS} s, no finding"
   else
     echo "fuzz $t: FINDING (log $log, inputs in $findings):" >&2
-    grep -E 'ERROR|SUMMARY|property failed|Test unit written' "$log" | head -20 >&2
+    grep -aE 'ERROR|SUMMARY|property failed|Test unit written' "$log" | head -20 >&2
     fail=1
   fi
 done

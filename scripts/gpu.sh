@@ -50,7 +50,7 @@ if has env; then
   {
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv
     nvcc --version | tail -2
-    grep -m1 "model name" /proc/cpuinfo; nproc; uname -r
+    grep -m1 "model name" /proc/cpuinfo; grep -m1 "^flags" /proc/cpuinfo; nproc; uname -r
     echo "loadavg: $(cat /proc/loadavg)"
     command -v compute-sanitizer >/dev/null && compute-sanitizer --version | head -2
     python3 -c 'import torch, numpy; print("torch", torch.__version__, "numpy", numpy.__version__)' 2>&1

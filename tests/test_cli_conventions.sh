@@ -46,6 +46,11 @@ SPECDEC_PROGRESS_AFTER_MS=0 "$BIN" run -m "$M" -n 12 -p "$P" > "$T/pg.out" 2>"$T
 grep -q "^loading weights: 100% (.* MiB" "$T/err" || bad "no loading progress on stderr: $(cat "$T/err")"
 cmp -s "$T/p.out" "$T/pg.out" || bad "loading progress changed stdout"
 "$BIN" run -m "$M" -n 2 -p hi 2>&1 >/dev/null | grep -q "loading weights" && bad "progress shown for a quick load off a terminal"
+# a backend that copies the weights (cpu-sim, as a GPU) shows the upload too; the CPU's views do not
+SPECDEC_PROGRESS_AFTER_MS=0 "$BIN" run -m "$M" -n 2 -p hi --backend cpu-sim 2>&1 >/dev/null | grep -q "^uploading weights: 100%" ||
+    bad "no upload progress on cpu-sim"
+SPECDEC_PROGRESS_AFTER_MS=0 "$BIN" run -m "$M" -n 2 -p hi --backend cpu 2>&1 >/dev/null | grep -q "uploading weights" &&
+    bad "upload progress on the CPU backend (zero-copy views)"
 
 # -m absent: the embedded model, from any working directory
 (cd "$T" && "$BIN" run -n 12 -p "$P" > "$T/d.out" 2>"$T/err") || bad "run without -m (cwd $T): $(cat "$T/err")"

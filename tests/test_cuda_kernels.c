@@ -303,6 +303,7 @@ int main(void) {
     test_matmul(2000, 384, SPECDEC_DTYPE_F16, 4, 128);
     test_matmul(50, 256, SPECDEC_DTYPE_BF16, 4, 64);   /* 8 chunks a row: 8 lanes a row in the gemv kernel */
     test_matmul(16000, 256, SPECDEC_DTYPE_F32, 4, 32);  /* more row blocks than blocks: the grid-stride walk */
+    test_matmul(16400, 384, SPECDEC_DTYPE_BF16, 4, 64); /* an LM head's shape: the gemv kernel's 8-row units */
     test_embed(500, 384, SPECDEC_DTYPE_BF16, 4, 64);
     test_embed(300, 256, SPECDEC_DTYPE_F32, 8, 32);
     test_embed(200, 96, SPECDEC_DTYPE_F16, 0, 0);

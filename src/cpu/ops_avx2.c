@@ -5,30 +5,12 @@
 #include "cpu/ops_internal.h"
 #include "util/dtype.h"
 #include <immintrin.h>
+#include "cpu/ops_simd.h"
 #include <math.h>
 #include <string.h>
 
-#if defined(__GNUC__)
-#define SD_AINLINE static inline __attribute__((always_inline))
-#else
-#define SD_AINLINE static inline
-#endif
 
 #define NT_MAX 4
-
-/* Fixed tree: 8 -> 4 -> 2 -> 1. */
-SD_AINLINE float hsum8(__m256 v) {
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_movehdup_ps(a));
-    return _mm_cvtss_f32(a);
-}
-
-SD_AINLINE float elem_f32(specdec_dtype dt, const void *p, size_t e) {
-    if (dt == SPECDEC_DTYPE_BF16) return sd_bf16_to_f32(((const uint16_t *)p)[e]);
-    if (dt == SPECDEC_DTYPE_F16) return _cvtsh_ss(((const uint16_t *)p)[e]);
-    return ((const float *)p)[e];
-}
 
 /* 8 elements of dtype dt at p, all present. */
 SD_AINLINE __m256 load8(specdec_dtype dt, const void *p) {
@@ -40,18 +22,7 @@ SD_AINLINE __m256 load8(specdec_dtype dt, const void *p) {
     return _mm256_loadu_ps((const float *)p);
 }
 
-/* n < 8 elements, the rest zero. */
-SD_AINLINE __m256 load8_part(specdec_dtype dt, const void *p, int n) {
-    unsigned char tmp[32] = {0};
-    size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2;
-    memcpy(tmp, p, (size_t)n * es);
-    return load8(dt, tmp);
-}
-SD_AINLINE __m256 loadx_part(const float *p, int n) {
-    float tmp[8] = {0};
-    memcpy(tmp, p, (size_t)n * sizeof(float));
-    return _mm256_loadu_ps(tmp);
-}
+SD_PART_LOADERS(__m256, 8, load8, _mm256_loadu_ps)
 
 /* ---- dense rows: 8-wide chunk c into accumulator c % 4 ---- */
 SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const int NT, specdec_dtype dt) {
@@ -76,7 +47,7 @@ SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
             int cc = c + u;
             if (cc >= nch) break;
             int full = cc < nfull;
-            __m256 w = full ? load8(dt, wr + (size_t)cc * 8 * es) : load8_part(dt, wr + (size_t)cc * 8 * es, cols - cc * 8);
+            __m256 w = full ? load8(dt, wr + (size_t)cc * 8 * es) : load_part(dt, wr + (size_t)cc * 8 * es, cols - cc * 8);
             for (int t = 0; t < NT; t++) {
                 __m256 xv = full ? _mm256_loadu_ps(xt[t] + cc * 8) : loadx_part(xt[t] + cc * 8, cols - cc * 8);
                 acc[t][u] = _mm256_fmadd_ps(w, xv, acc[t][u]);
@@ -84,7 +55,7 @@ SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
         }
         for (int t = 0; t < NT; t++) {
             __m256 s = _mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]), _mm256_add_ps(acc[t][2], acc[t][3]));
-            a->y[(size_t)(t0 + t) * a->ldy + r] = hsum8(s);
+            a->y[(size_t)(t0 + t) * a->ldy + r] = sd_hsum8(s);
         }
     }
 }
@@ -108,7 +79,7 @@ SD_AINLINE __m256 load_groups8(specdec_dtype dt, const void *base, size_t e, int
     if (n == 8) return load8(dt, (const char *)base + e * (dt == SPECDEC_DTYPE_F32 ? 4 : 2));
     if (dt == SPECDEC_DTYPE_F32) return _mm256_maskload_ps((const float *)base + e, _mm256_castps_si256(lanes_lt(n)));
     if (e + 8 <= total) return _mm256_and_ps(load8(dt, (const uint16_t *)base + e), lanes_lt(n));
-    return load8_part(dt, (const uint16_t *)base + e, n);
+    return load_part(dt, (const uint16_t *)base + e, n);
 }
 
 SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const int NT, const int bits,
@@ -154,7 +125,7 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
                 }
             }
         }
-        for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = hsum8(_mm256_add_ps(acc[t], bacc[t]));
+        for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = sd_hsum8(_mm256_add_ps(acc[t], bacc[t]));
     }
 }
 
@@ -180,7 +151,7 @@ static void rmsnorm_row(float *out, const float *x, const float *w, int n, float
         if (c & 1) s1 = _mm256_fmadd_ps(v, v, s1);
         else s0 = _mm256_fmadd_ps(v, v, s0);
     }
-    float ss = hsum8(_mm256_add_ps(s0, s1));
+    float ss = sd_hsum8(_mm256_add_ps(s0, s1));
     float inv = 1.0f / sqrtf(ss / (float)n + eps);
     int i = 0;
     __m256 vi = _mm256_set1_ps(inv);
@@ -193,7 +164,7 @@ static void rmsnorm_row(float *out, const float *x, const float *w, int n, float
 SD_AINLINE __m256 kv8(sd_kv_dtype_e dt, const void *base, size_t e, int n) {
     specdec_dtype d = dt == SD_KV_BF16 ? SPECDEC_DTYPE_BF16 : dt == SD_KV_F16 ? SPECDEC_DTYPE_F16 : SPECDEC_DTYPE_F32;
     const char *p = (const char *)base + e * (dt == SD_KV_F32 ? 4 : 2);
-    return n >= 8 ? load8(d, p) : load8_part(d, p, n);
+    return n >= 8 ? load8(d, p) : load_part(d, p, n);
 }
 
 #define HD_CH 8 /* 8-wide chunks of the output kept in registers at once (64 dims) */

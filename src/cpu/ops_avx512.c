@@ -8,51 +8,12 @@
 #include "cpu/ops_internal.h"
 #include "util/dtype.h"
 #include <immintrin.h>
+#include "cpu/ops_simd.h"
 #include <math.h>
 #include <string.h>
 
-#if defined(__GNUC__)
-#define SD_AINLINE static inline __attribute__((always_inline))
-#else
-#define SD_AINLINE static inline
-#endif
 
 #define NT_MAX 4
-
-/* Fixed tree: 16 -> 8 -> 4 -> 2 -> 1. */
-SD_AINLINE float hsum16(__m512 v) {
-    __m256 lo = _mm512_castps512_ps256(v);
-    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    __m256 s = _mm256_add_ps(lo, hi);
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_movehdup_ps(a));
-    return _mm_cvtss_f32(a);
-}
-
-SD_AINLINE float elem_f32(specdec_dtype dt, const void *p, size_t e) {
-    if (dt == SPECDEC_DTYPE_BF16) return sd_bf16_to_f32(((const uint16_t *)p)[e]);
-    if (dt == SPECDEC_DTYPE_F16) return _cvtsh_ss(((const uint16_t *)p)[e]);
-    return ((const float *)p)[e];
-}
-
-/* 16 elements of dtype dt at p (masked lanes read as 0). A full mask takes a plain load: masked
- * loads that miss the caches run several times slower on Zen 5 (the LM head went from 22 ms to
- * 2 ms, docs/benchmarks/cpu-int8-vs-llamacpp-*.md); the values are the same. */
-SD_AINLINE __m512 load16(specdec_dtype dt, const void *p, __mmask16 m) {
-    if (m == (__mmask16)0xFFFF) {
-        if (dt == SPECDEC_DTYPE_BF16)
-            return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-        if (dt == SPECDEC_DTYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-        return _mm512_loadu_ps(p);
-    }
-    if (dt == SPECDEC_DTYPE_BF16) {
-        __m512i u = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
-        return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
-    }
-    if (dt == SPECDEC_DTYPE_F16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-    return _mm512_maskz_loadu_ps(m, p);
-}
 
 /* ---- dense rows: y[t][r] = sum over 16-wide chunks c, chunk c into accumulator c % 4 ---- */
 SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const int NT, specdec_dtype dt) {
@@ -70,7 +31,7 @@ SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
         for (; c < nfull4 * 4; c += 4) {
             _mm_prefetch((const char *)(wr + (size_t)(c * 16 + 512) * es), _MM_HINT_T0);
             for (int u = 0; u < 4; u++) {
-                __m512 w = load16(dt, wr + (size_t)(c + u) * 16 * es, 0xFFFF);
+                __m512 w = sd_load16(dt, wr + (size_t)(c + u) * 16 * es, 0xFFFF);
                 for (int t = 0; t < NT; t++)
                     acc[t][u] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xt[t] + (c + u) * 16), acc[t][u]);
             }
@@ -80,13 +41,13 @@ SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
             if (cc >= nch) break;
             int rem = cols - cc * 16;
             __mmask16 m = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
-            __m512 w = load16(dt, wr + (size_t)cc * 16 * es, m);
+            __m512 w = sd_load16(dt, wr + (size_t)cc * 16 * es, m);
             for (int t = 0; t < NT; t++)
                 acc[t][u] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, xt[t] + cc * 16), acc[t][u]);
         }
         for (int t = 0; t < NT; t++) {
             __m512 s = _mm512_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]), _mm512_add_ps(acc[t][2], acc[t][3]));
-            a->y[(size_t)(t0 + t) * a->ldy + r] = hsum16(s);
+            a->y[(size_t)(t0 + t) * a->ldy + r] = sd_hsum16(s);
         }
     }
 }
@@ -96,14 +57,6 @@ SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
  * converted once (one vector each); the bias term is one FMA against the 16 group sums of x;
  * each block inside picks its per-lane scales with one permute from a table of lane->group
  * indices that depends only on (bits, group). */
-SD_AINLINE __m512 load_groups16(specdec_dtype dt, const void *base, size_t g0, __mmask16 m) {
-    if (m == (__mmask16)0xFFFF) return load16(dt, (const char *)base + g0 * (dt == SPECDEC_DTYPE_F32 ? 4 : 2), m);
-    if (dt == SPECDEC_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)base + g0);
-    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)base + g0);
-    if (dt == SPECDEC_DTYPE_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    return _mm512_cvtph_ps(h);
-}
-
 /* ---- 4-bit unpack: q[k] lane l = (float) nibble k of word l, exactly ----
  * uv 0: shift + permute (vpermps reads the low 4 index bits: one op masks and converts);
  *       7 shifts + 8 permutes per 16 words.
@@ -194,8 +147,8 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
                 const size_t gr = (size_t)r * ng;
                 __m512 acc[NT_MAX], bacc[NT_MAX];
                 for (int t = 0; t < NT; t++) { acc[t] = st_acc[i][t]; bacc[t] = st_bacc[i][t]; }
-                __m512 S = load_groups16(dt, W->scales, gr + gs, gm);
-                __m512 B = load_groups16(dt, W->biases, gr + gs, gm);
+                __m512 S = sd_load_groups16(dt, W->scales, gr + gs, gm);
+                __m512 B = sd_load_groups16(dt, W->biases, gr + gs, gm);
                 for (int t = 0; t < NT; t++) bacc[t] = _mm512_fmadd_ps(B, _mm512_loadu_ps(xs[t] + gs), bacc[t]);
                 for (int b = b0; b < b1; b++) {
                     int remw = nw - b * 16;
@@ -209,7 +162,7 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
         }
         for (int i = 0; i < nr; i++)
             for (int t = 0; t < NT; t++)
-                a->y[(size_t)(t0 + t) * a->ldy + rt + i] = hsum16(_mm512_add_ps(st_acc[i][t], st_bacc[i][t]));
+                a->y[(size_t)(t0 + t) * a->ldy + rt + i] = sd_hsum16(_mm512_add_ps(st_acc[i][t], st_bacc[i][t]));
     }
 }
 
@@ -261,7 +214,7 @@ SD_AINLINE void groups_to_f32(specdec_dtype dt, const void *src, size_t e0, int 
     for (int e = 0; e < n; e += 16) {
         int rem = n - e;
         __mmask16 m = rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
-        _mm512_storeu_ps(dst + e, load_groups16(dt, src, e0 + (size_t)e, m));
+        _mm512_storeu_ps(dst + e, sd_load_groups16(dt, src, e0 + (size_t)e, m));
     }
 }
 
@@ -401,7 +354,7 @@ static void rmsnorm_row(float *out, const float *x, const float *w, int n, float
         if (c & 1) s1 = _mm512_fmadd_ps(v, v, s1);
         else s0 = _mm512_fmadd_ps(v, v, s0);
     }
-    float ss = hsum16(_mm512_add_ps(s0, s1));
+    float ss = sd_hsum16(_mm512_add_ps(s0, s1));
     float inv = 1.0f / sqrtf(ss / (float)n + eps);
     __m512 vi = _mm512_set1_ps(inv);
     for (int c = 0; c < nch; c++) {
@@ -415,9 +368,9 @@ static void rmsnorm_row(float *out, const float *x, const float *w, int n, float
 
 /* ---- attention for one (query, head) ---- */
 SD_AINLINE __m512 load_kv(sd_kv_dtype_e dt, const void *base, size_t e, __mmask16 m) {
-    if (dt == SD_KV_BF16) return load16(SPECDEC_DTYPE_BF16, (const uint16_t *)base + e, m);
-    if (dt == SD_KV_F16) return load16(SPECDEC_DTYPE_F16, (const uint16_t *)base + e, m);
-    return load16(SPECDEC_DTYPE_F32, (const float *)base + e, m);
+    if (dt == SD_KV_BF16) return sd_load16(SPECDEC_DTYPE_BF16, (const uint16_t *)base + e, m);
+    if (dt == SD_KV_F16) return sd_load16(SPECDEC_DTYPE_F16, (const uint16_t *)base + e, m);
+    return sd_load16(SPECDEC_DTYPE_F32, (const float *)base + e, m);
 }
 
 #define HD_CH 8 /* 16-wide chunks of the output held in registers at once (128 dims) */

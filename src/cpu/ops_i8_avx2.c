@@ -11,8 +11,8 @@
 #include "util/dtype.h"
 #include <cpuid.h>
 #include <immintrin.h>
+#include "cpu/ops_simd.h"
 
-#define SD_AINLINE static inline __attribute__((always_inline))
 #define NT_MAX 4
 
 /* 32-bit lanes of (u8 a) . (s8 b) over 4 bytes, plus those of (u8 c) . (s8 d), added to acc. */
@@ -27,22 +27,6 @@ __attribute__((target("avxvnni"))) static inline __m256i dot2_vnni(__m256i acc, 
     return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, a, b), c, d);
 }
 
-/* The recipe's final tree over the two halves: u = h0 + h1, then 4, 2, 1. */
-SD_AINLINE float tree8x2(__m256 h0, __m256 h1) {
-    __m256 u = _mm256_add_ps(h0, h1);
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_movehdup_ps(a));
-    return _mm_cvtss_f32(a);
-}
-
-/* Group value e of dtype dt as f32 (exact conversions, as the reference's). */
-SD_AINLINE float group_f32(specdec_dtype dt, const void *base, size_t e) {
-    if (dt == SPECDEC_DTYPE_BF16) return sd_bf16_to_f32(((const uint16_t *)base)[e]);
-    if (dt == SPECDEC_DTYPE_F16) return _cvtsh_ss(((const uint16_t *)base)[e]);
-    return ((const float *)base)[e];
-}
-
 SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const int bits, const specdec_dtype dt,
                          const int vnni) {
     const sd_mat *W = a->W;
@@ -55,8 +39,8 @@ SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const
     for (int p = 0; p < a->steps; p++) {
         for (int h = 0; h < 2; h++) {
             const int g = a->g16[p * 16 + 8 * h];
-            const __m256 S = _mm256_set1_ps(group_f32(dt, W->scales, gr + g));
-            const __m256 B = _mm256_set1_ps(group_f32(dt, W->biases, gr + g));
+            const __m256 S = _mm256_set1_ps(sd_elem(dt, W->scales, gr + g));
+            const __m256 B = _mm256_set1_ps(sd_elem(dt, W->biases, gr + g));
             const __m256i w = _mm256_loadu_si256((const __m256i *)(wr + (size_t)p * 64 + 32 * h));
             const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
             for (int t = 0; t < NT; t++) {
@@ -85,7 +69,7 @@ SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const
             }
         }
     }
-    for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = tree8x2(acc[t][0], acc[t][1]);
+    for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = sd_hsum8(_mm256_add_ps(acc[t][0], acc[t][1]))   /* the recipe's tree */;
 }
 
 SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, const specdec_dtype dt, const int vnni) {

@@ -8,6 +8,7 @@
  * recipe's bits. Compiled with the AVX-512 flags (CMake); VNNI is asked for here. */
 #include "cpu/ops_i8.h"
 #include <immintrin.h>
+#include "cpu/ops_simd.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC target("avx512vnni")
@@ -15,33 +16,13 @@
 #pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
 #endif
 
-#define SD_AINLINE static inline __attribute__((always_inline))
 #define NT_MAX 4
 
-/* 16 group values (scales or biases) of dtype dt from element e0, masked lanes 0. When 16 values
- * from e0 exist (e0 + 16 <= total: the next rows' groups follow) a plain load is used and the lanes
- * past the row are left as they are (no permute index picks them): masked loads that miss the
- * caches are several times slower on Zen 5. */
+/* 16 group values of dtype dt from element e0, lanes past the row's groups unused (no permute
+ * index picks them): a whole-vector load when 16 values exist there (the next rows' groups follow),
+ * as masked loads that miss the caches are slow on Zen 5 (sd_load16). */
 SD_AINLINE __m512 groups16(specdec_dtype dt, const void *base, size_t e0, __mmask16 m, size_t total) {
-    if (e0 + 16 <= total) {
-        if (dt == SPECDEC_DTYPE_F32) return _mm512_loadu_ps((const float *)base + e0);
-        __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)base + e0));
-        if (dt == SPECDEC_DTYPE_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-        return _mm512_cvtph_ps(h);
-    }
-    if (dt == SPECDEC_DTYPE_F32) return _mm512_maskz_loadu_ps(m, (const float *)base + e0);
-    __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)base + e0);
-    if (dt == SPECDEC_DTYPE_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    return _mm512_cvtph_ps(h);
-}
-
-/* The recipe's final tree (sd_i8_tree): halves, then 4, 2, 1. */
-SD_AINLINE float tree16(__m512 v) {
-    __m256 u = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_movehdup_ps(a));
-    return _mm_cvtss_f32(a);
+    return sd_load_groups16(dt, base, e0, e0 + 16 <= total ? (__mmask16)0xFFFF : m);
 }
 
 /* Row r against tokens t0..t0+NT-1. */
@@ -81,7 +62,7 @@ SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const
             }
         }
     }
-    for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = tree16(acc[t]);
+    for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = sd_hsum16(acc[t]);
 }
 
 SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, const specdec_dtype dt) {

@@ -9,12 +9,12 @@
 #include "cpu/ops_i8.h"
 #include "util/dtype.h"
 #include <arm_neon.h>
+#include "cpu/ops_simd.h"
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
 
-#define SD_AINLINE static inline __attribute__((always_inline))
 #define NT_MAX 4
 
 /* lanes of a . b over 4 bytes, added to acc (smull form) */
@@ -26,12 +26,6 @@ SD_AINLINE int32x4_t dot_mull(int32x4_t acc, int8x16_t a, int8x16_t b) {
 /* Not always_inline: the smull kernels keep an uncalled copy rather than fail to inline. */
 __attribute__((target("arch=armv8.2-a+dotprod"))) static inline int32x4_t dot_sdot(int32x4_t acc, int8x16_t a, int8x16_t b) {
     return vdotq_s32(acc, a, b);
-}
-
-SD_AINLINE float group_f32(specdec_dtype dt, const void *base, size_t e) {
-    if (dt == SPECDEC_DTYPE_F32) return ((const float *)base)[e];
-    uint16_t h = ((const uint16_t *)base)[e];
-    return dt == SPECDEC_DTYPE_BF16 ? sd_bf16_to_f32(h) : sd_f16_to_f32(h);
 }
 
 SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const int bits, const int sdot) {
@@ -48,8 +42,8 @@ SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const
     for (int p = 0; p < a->steps; p++)
         for (int v = 0; v < 4; v++) {
             const int g = a->g16[p * 16 + 4 * v];
-            const float32x4_t S = vdupq_n_f32(group_f32(dt, W->scales, gr + g));
-            const float32x4_t B = vdupq_n_f32(group_f32(dt, W->biases, gr + g));
+            const float32x4_t S = vdupq_n_f32(sd_elem(dt, W->scales, gr + g));
+            const float32x4_t B = vdupq_n_f32(sd_elem(dt, W->biases, gr + g));
             const uint8x16_t w = vld1q_u8(wr + (size_t)p * 64 + 16 * v);
             const int8x16_t lo = vreinterpretq_s8_u8(bits == 4 ? vandq_u8(w, m4) : veorq_u8(w, top));
             const int8x16_t hi = vreinterpretq_s8_u8(vshrq_n_u8(w, 4));

@@ -17,14 +17,10 @@
 #include "cpu/ops_internal.h"
 #include "util/dtype.h"
 #include <arm_neon.h>
+#include "cpu/ops_simd.h"
 #include <math.h>
 #include <string.h>
 
-#if defined(__GNUC__)
-#define SD_AINLINE static inline __attribute__((always_inline))
-#else
-#define SD_AINLINE static inline
-#endif
 
 #define NT_MAX 4
 
@@ -38,13 +34,6 @@ SD_AINLINE float32x4_t sum4acc(float32x4_t a0, float32x4_t a1, float32x4_t a2, f
     return vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3));
 }
 
-/* Scalar element e (f16 -> f32 and bf16 -> f32 are exact, so any conversion agrees). */
-SD_AINLINE float elem_f32(specdec_dtype dt, const void *p, size_t e) {
-    if (dt == SPECDEC_DTYPE_BF16) return sd_bf16_to_f32(((const uint16_t *)p)[e]);
-    if (dt == SPECDEC_DTYPE_F16) return sd_f16_to_f32(((const uint16_t *)p)[e]);
-    return ((const float *)p)[e];
-}
-
 /* 4 elements of dtype dt at p, all present. */
 SD_AINLINE float32x4_t load4(specdec_dtype dt, const void *p) {
     if (dt == SPECDEC_DTYPE_BF16)
@@ -53,18 +42,7 @@ SD_AINLINE float32x4_t load4(specdec_dtype dt, const void *p) {
     return vld1q_f32((const float *)p);
 }
 
-/* n < 4 elements, the rest zero. */
-SD_AINLINE float32x4_t load4_part(specdec_dtype dt, const void *p, int n) {
-    unsigned char tmp[16] = {0};
-    size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2;
-    memcpy(tmp, p, (size_t)n * es);
-    return load4(dt, tmp);
-}
-SD_AINLINE float32x4_t loadx_part(const float *p, int n) {
-    float tmp[4] = {0};
-    memcpy(tmp, p, (size_t)n * sizeof(float));
-    return vld1q_f32(tmp);
-}
+SD_PART_LOADERS(float32x4_t, 4, load4, vld1q_f32)
 
 /* ---- dense rows: 4-wide chunk c into accumulator c % 4 ---- */
 SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const int NT, specdec_dtype dt) {
@@ -91,7 +69,7 @@ SD_AINLINE void dense_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
             int cc = c + u;
             if (cc >= nch) break;
             int full = cc < nfull;
-            float32x4_t w = full ? load4(dt, wr + (size_t)cc * 4 * es) : load4_part(dt, wr + (size_t)cc * 4 * es, cols - cc * 4);
+            float32x4_t w = full ? load4(dt, wr + (size_t)cc * 4 * es) : load_part(dt, wr + (size_t)cc * 4 * es, cols - cc * 4);
             for (int t = 0; t < NT; t++) {
                 float32x4_t xv = full ? vld1q_f32(xt[t] + cc * 4) : loadx_part(xt[t] + cc * 4, cols - cc * 4);
                 acc[t][u] = vfmaq_f32(acc[t][u], w, xv);
@@ -127,7 +105,7 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
         /* bias term: 4 groups at a time against the group sums of x (xs zero padded to 16) */
         for (int gs = 0; gs < ng; gs += 4) {
             const char *bp = (const char *)W->biases + (gr + gs) * es;
-            float32x4_t B = ng - gs >= 4 ? load4(dt, bp) : load4_part(dt, bp, ng - gs);
+            float32x4_t B = ng - gs >= 4 ? load4(dt, bp) : load_part(dt, bp, ng - gs);
             for (int t = 0; t < NT; t++) bacc[t] = vfmaq_f32(bacc[t], B, vld1q_f32(xs[t] + gs));
         }
         for (int b = 0; b < nb; b++) {
@@ -139,7 +117,7 @@ SD_AINLINE void quant_rows(const sd_mm_args *a, int r0, int r1, int t0, const in
                 memcpy(tmp, wr + b * 4, (size_t)remw * 4);
                 wv = vld1q_u32(tmp);
             }
-            const float32x4_t sv = vdupq_n_f32(elem_f32(dt, W->scales, gr + (((size_t)b * BE) >> lg)));
+            const float32x4_t sv = vdupq_n_f32(sd_elem(dt, W->scales, gr + (((size_t)b * BE) >> lg)));
             float32x4_t q[8];
             for (int k = 0; k < E; k++) q[k] = vcvtq_f32_u32(vandq_u32(vshlq_u32(wv, sh[k]), msk));
             for (int t = 0; t < NT; t++) {
@@ -190,7 +168,7 @@ static void rmsnorm_row(float *out, const float *x, const float *w, int n, float
 SD_AINLINE float32x4_t kv4(sd_kv_dtype_e dt, const void *base, size_t e, int n) {
     specdec_dtype d = dt == SD_KV_BF16 ? SPECDEC_DTYPE_BF16 : dt == SD_KV_F16 ? SPECDEC_DTYPE_F16 : SPECDEC_DTYPE_F32;
     const char *p = (const char *)base + e * (dt == SD_KV_F32 ? 4 : 2);
-    return n >= 4 ? load4(d, p) : load4_part(d, p, n);
+    return n >= 4 ? load4(d, p) : load_part(d, p, n);
 }
 
 #define HD_CH 16 /* 4-wide chunks of the output kept in registers at once (64 dims) */

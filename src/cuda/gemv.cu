@@ -29,8 +29,8 @@ namespace {
 constexpr int GV_THREADS = 256;   /* largest block */
 
 /* rows a lane group carries (R) and chunks loaded per batch (D), per token tile; NARROW (T = 1,
- * quantized rows of at most 2 chunks a lane, e.g. the embedded model's 384-column LM head): 8
- * rows of one chunk each, so a batch still issues 8 loads a lane */
+ * quantized rows of at most 2 chunks a lane in a matrix of many rows, e.g. the embedded model's
+ * 384-column LM head): 8 rows of one chunk each, so a batch still issues 8 loads a lane */
 template <int TT, bool NARROW> struct GvShape {
     static constexpr int R = NARROW ? 8 : TT <= 2 ? 2 : 4, D = NARROW ? 1 : TT <= 2 ? 4 : 2;
 };
@@ -174,7 +174,9 @@ extern "C" int sdc_gv_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
     const int E = gv_e(p->fmt), Q = E / 4, nch = (p->cols + E - 1) / E;
     const int ti0 = p->T <= 1 ? 0 : p->T <= 2 ? 1 : p->T <= 4 ? 2 : 3, TT = 1 << ti0;
     pl->lg = nch <= 8 ? 3 : nch <= 16 ? 4 : 5;   /* from cols and the format only */
-    const bool narrow = quant && TT == 1 && nch <= 2 << pl->lg;
+    /* NARROW only for the many-row LM heads: on small matrices its 8-row units left too few warps
+     * (embedded q/k/v/o at T = 1 measured 7-9 us, the plain kernel 4.4-4.7 us at T = 2) */
+    const bool narrow = quant && TT == 1 && nch <= 2 << pl->lg && p->rows >= 16384;
     const int ti = narrow ? 4 : ti0, R = narrow ? 8 : TT <= 2 ? 2 : 4;
     pl->tile_ch = (nch + 7) & ~7;                 /* granule rows a multiple of 8: the swizzle stays inside */
     const long urows = (long)R << (5 - pl->lg), units = (p->rows + urows - 1) / urows;

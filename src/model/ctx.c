@@ -25,7 +25,8 @@ static specdec_status ctx_setup(specdec_ctx *cx, const specdec_ctx_params *p, sp
     int n_ctx = p->n_ctx > 0 ? p->n_ctx : c->max_position_embeddings;
     int mb = p->max_batch > 0 ? p->max_batch : 64;
     sd_kv_dtype_e kvdt = (sd_kv_dtype_e)p->kv_dtype;
-    SD_TRY(sd_weights_upload(be, c, &m->w, &cx->w, err));
+    /* progress only where bytes are copied: on a host-visible backend the upload is a view */
+    SD_TRY(sd_weights_upload(be, c, &m->w, &cx->w, be->host_visible ? NULL : p->progress, p->progress_user, err));
     SD_TRY(sd_runtime_init(&cx->rt, be, c, n_ctx, mb, kvdt, err));
     SD_TRY(sd_kv_init(&cx->kv, be, c->n_layers, n_ctx, cx->rt.nkv * c->head_dim, kvdt, err));   /* a rank's KV heads */
     SD_TRY(be->i->alloc(be, sizeof(float) * (size_t)mb * c->hidden_size, "residual stream", (void **)&cx->x, err));

@@ -1,7 +1,8 @@
 /* upload.c: a model's weights put on a backend once. Every matrix is uploaded under its tensor
  * name (so an out-of-memory message names it); the norm vectors, converted to f32 into one pool
  * at load, go up as one buffer and the pointers are rebased into it. A tied LM head shares the
- * embedding's upload. On the CPU backend all of this is a zero-copy view of the mapping. */
+ * embedding's upload. On the CPU backend all of this is a zero-copy view of the mapping. A
+ * progress callback, when given, hears the bytes copied after each tensor. */
 #include "model/weights.h"
 #include "backend/backend.h"
 #include "tp/plan.h"
@@ -42,8 +43,36 @@ static specdec_status up_shard(sd_backend *b, const sd_tp_plan *pl, const sd_con
     return st;
 }
 
+/* bytes copied so far of the total, told to the caller's callback after each tensor */
+typedef struct up_prog { specdec_progress_fn fn; void *user; uint64_t done, total; } up_prog;
+
+static specdec_status prog_tick(up_prog *pg, const sd_mat *h, const char *name, specdec_err *err) {
+    pg->done += sd_mat_bytes(h);
+    if (pg->fn && !pg->fn(pg->done, pg->total, pg->user))
+        return sd_fail(err, SPECDEC_ERR_CANCELLED, "upload cancelled after %s", name);
+    return SPECDEC_OK;
+}
+
+static uint64_t layer_bytes(const sd_layer_w *h) {
+    return sd_mat_bytes(&h->q) + sd_mat_bytes(&h->k) + sd_mat_bytes(&h->v) + sd_mat_bytes(&h->o) + sd_mat_bytes(&h->gate) +
+           sd_mat_bytes(&h->up) + sd_mat_bytes(&h->down);
+}
+
+static specdec_status up_mat(sd_backend *b, const sd_mat *h, const char *name, sd_mat *d, up_prog *pg, specdec_err *err) {
+    SD_TRY(sd_be_upload_mat(b, h, name, d, err));
+    return prog_tick(pg, h, name, err);
+}
+
+static specdec_status up_one(sd_backend *b, const sd_tp_plan *pl, const sd_config *c, const sd_mat *h, sd_tp_split split,
+                             const char *name, sd_mat *d, up_prog *pg, specdec_err *err) {
+    if (!pl) return up_mat(b, h, name, d, pg, err);
+    SD_TRY(up_shard(b, pl, c, h, split, name, d, err));
+    return prog_tick(pg, h, name, err);
+}
+
 static specdec_status up_layer(sd_backend *b, const sd_tp_plan *pl, const sd_config *c, const char *prefix,
-                               const sd_layer_w *h, sd_layer_w *d, const float *hp, const float *dp, specdec_err *err) {
+                               const sd_layer_w *h, sd_layer_w *d, const float *hp, const float *dp, up_prog *pg,
+                               specdec_err *err) {
     char nm[160];
     d->attn_norm = rebase(h->attn_norm, hp, dp);
     d->mlp_norm = rebase(h->mlp_norm, hp, dp);
@@ -51,7 +80,7 @@ static specdec_status up_layer(sd_backend *b, const sd_tp_plan *pl, const sd_con
     d->k_norm = rebase(h->k_norm, hp, dp);
 #define UP(f, n, split)                                                                         \
     (snprintf(nm, sizeof nm, "%s.%s.weight", prefix, n),                                        \
-     pl ? up_shard(b, pl, c, &h->f, split, nm, &d->f, err) : sd_be_upload_mat(b, &h->f, nm, &d->f, err))
+     up_one(b, pl, c, &h->f, split, nm, &d->f, pg, err))
     SD_TRY(UP(q, "self_attn.q_proj", SD_TP_ROWS_Q));
     SD_TRY(UP(k, "self_attn.k_proj", SD_TP_ROWS_KV));
     SD_TRY(UP(v, "self_attn.v_proj", SD_TP_ROWS_KV));
@@ -69,7 +98,14 @@ static void unload_layer(sd_backend *b, sd_layer_w *L) {
 }
 
 specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_weights *h, sd_weights *d,
-                                 specdec_err *err) {
+                                 specdec_progress_fn progress, void *progress_user, specdec_err *err) {
+    up_prog pg = {progress, progress_user, 0, sd_mat_bytes(&h->embed)};
+    if (h->lm_head.w != h->embed.w) pg.total += sd_mat_bytes(&h->lm_head);
+    for (int l = 0; l < c->n_layers; l++) pg.total += layer_bytes(&h->layers[l]);
+    if (h->mtp) {
+        pg.total += sd_mat_bytes(&h->mtp->fc);
+        for (int k = 0; k < h->mtp->n_layers; k++) pg.total += layer_bytes(&h->mtp->layers[k]);
+    }
     memset(d, 0, sizeof *d);
     sd_tp_plan plan, *pl = NULL;   /* the split on a tensor-parallel backend */
     if (b->tp_ranks) {
@@ -90,15 +126,15 @@ specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_wei
     st = sd_be_upload_f32(b, h->f32_pool, pool_n, "norm weights", &dp, err);
     if (st) goto fail;
     d->norm_pool = dp;
-    st = sd_be_upload_mat(b, &h->embed, "model.embed_tokens.weight", &d->embed, err);
+    st = up_mat(b, &h->embed, "model.embed_tokens.weight", &d->embed, &pg, err);
     if (st) goto fail;
     if (h->lm_head.w == h->embed.w) d->lm_head = d->embed, d->lm_head_shared = true;
-    else if ((st = sd_be_upload_mat(b, &h->lm_head, "lm_head.weight", &d->lm_head, err))) goto fail;
+    else if ((st = up_mat(b, &h->lm_head, "lm_head.weight", &d->lm_head, &pg, err))) goto fail;
     d->final_norm = rebase(h->final_norm, h->f32_pool, dp);
     for (int l = 0; l < c->n_layers; l++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "model.layers.%d", l);
-        if ((st = up_layer(b, pl, c, prefix, &h->layers[l], &d->layers[l], h->f32_pool, dp, err))) goto fail;
+        if ((st = up_layer(b, pl, c, prefix, &h->layers[l], &d->layers[l], h->f32_pool, dp, &pg, err))) goto fail;
     }
     if (h->mtp) {
         sd_mtp_w *m = d->mtp;
@@ -106,11 +142,11 @@ specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_wei
         m->pre_fc_norm_embedding = rebase(h->mtp->pre_fc_norm_embedding, h->f32_pool, dp);
         m->pre_fc_norm_hidden = rebase(h->mtp->pre_fc_norm_hidden, h->f32_pool, dp);
         m->norm = rebase(h->mtp->norm, h->f32_pool, dp);
-        if ((st = sd_be_upload_mat(b, &h->mtp->fc, "mtp.fc.weight", &m->fc, err))) goto fail;
+        if ((st = up_mat(b, &h->mtp->fc, "mtp.fc.weight", &m->fc, &pg, err))) goto fail;
         for (int k = 0; k < m->n_layers; k++) {
             char prefix[64];
             snprintf(prefix, sizeof prefix, "mtp.layers.%d", k);
-            if ((st = up_layer(b, pl, c, prefix, &h->mtp->layers[k], &m->layers[k], h->f32_pool, dp, err))) goto fail;
+            if ((st = up_layer(b, pl, c, prefix, &h->mtp->layers[k], &m->layers[k], h->f32_pool, dp, &pg, err))) goto fail;
         }
     }
     return SPECDEC_OK;

@@ -51,9 +51,10 @@ void sd_weights_free(sd_weights *w);
 
 struct sd_backend;
 /* Put the host weights h (from sd_weights_bind) on backend b: d receives the same structure with
- * backend pointers (zero-copy views on the CPU). Messages name the tensor that did not fit. */
+ * backend pointers (zero-copy views on the CPU). Messages name the tensor that did not fit.
+ * progress (may be NULL) hears the matrix bytes done after each tensor; false cancels. */
 specdec_status sd_weights_upload(struct sd_backend *b, const sd_config *c, const sd_weights *h, sd_weights *d,
-                                 specdec_err *err);
+                                 specdec_progress_fn progress, void *progress_user, specdec_err *err);
 void sd_weights_unload(struct sd_backend *b, const sd_config *c, sd_weights *d);
 
 #endif

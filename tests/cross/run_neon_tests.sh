@@ -24,11 +24,11 @@ B=$(mktemp -d /tmp/sdneon-XXXXXX)
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$B"' EXIT
 
 cd "$ROOT" || exit 2
-LIB="src/cpu/ops_fast.c src/cpu/ops_ref.c src/cpu/ops_neon.c src/cpu/ops_i8.c src/cpu/ops_i8_neon.c src/cpu/pool.c
-     src/util/dtype.c src/util/err.c src/util/mem.c tests/check.c"
+LIB="src/cpu/ops_fast.c src/cpu/ops_ref.c src/cpu/ops_neon.c src/cpu/ops_i8.c src/cpu/ops_i8_neon.c src/cpu/calibrate.c
+     src/cpu/pool.c src/util/dtype.c src/util/err.c src/util/mem.c src/util/version.c tests/check.c"
 SRCS="$LIB tests/test_ops.c"
 CFLAGS="-std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fno-strict-aliasing
-        -Isrc -Iinclude -Itests -DSPECDEC_SOURCE_DIR_DEFAULT=\"$ROOT\" ${EXTRA_CFLAGS:-}"
+        -Isrc -Iinclude -Itests -DSPECDEC_SOURCE_DIR_DEFAULT=\"$ROOT\" -DSPECDEC_VERSION_STRING=\"cross\" ${EXTRA_CFLAGS:-}"
 echo "run_neon_tests: $CC $(echo $CFLAGS)"
 # shellcheck disable=SC2086
 if ! "$CC" $CFLAGS -o "$B/test_ops" $SRCS -lm -lpthread ${EXTRA_CFLAGS:-} 2>"$B/cc.log"; then

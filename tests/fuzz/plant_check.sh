@@ -49,16 +49,16 @@ run() {
         -artifact_prefix="$TMP/findings-$1/" "$TMP/corpus-$1" >"$TMP/$1.log" 2>&1
     RC=$?
     TIME=$(echo "$(date +%s.%N) - $t0" | bc)
-    EXECS=$(grep -oE 'stat::number_of_executed_units: [0-9]+' "$TMP/$1.log" | awk '{print $2}')
-    [ -n "$EXECS" ] || EXECS=$(grep -oE '^#[0-9]+' "$TMP/$1.log" | tail -1 | tr -d '#')
+    EXECS=$(grep -aoE 'stat::number_of_executed_units: [0-9]+' "$TMP/$1.log" | awk '{print $2}')
+    [ -n "$EXECS" ] || EXECS=$(grep -aoE '^#[0-9]+' "$TMP/$1.log" | tail -1 | tr -d '#')
 }
 
 ok=1
 run planted
-if [ $RC -ne 0 ] && grep -q "ERROR: AddressSanitizer: heap-buffer-overflow\|ERROR: AddressSanitizer: .*READ" "$TMP/planted.log"; then
+if [ $RC -ne 0 ] && grep -aq "ERROR: AddressSanitizer: heap-buffer-overflow\|ERROR: AddressSanitizer: .*READ" "$TMP/planted.log"; then
     printf 'planted: found in %.1f s after %s executions: ' "$TIME" "${EXECS:-?}"
-    grep -m1 -E "READ of size" "$TMP/planted.log"
-    grep -m1 -E "^    #[0-9]+ .* in (parse_entry|parse_image|LLVMFuzzerTestOneInput|json_)" "$TMP/planted.log" | sed 's/^ */  at /'
+    grep -a -m1 -E "READ of size" "$TMP/planted.log"
+    grep -a -m1 -E "^    #[0-9]+ .* in (parse_entry|parse_image|LLVMFuzzerTestOneInput|json_)" "$TMP/planted.log" | sed 's/^ */  at /'
 else
     echo "FAIL planted: no out-of-bounds read reported in $SECS s (exit status $RC)"; tail -20 "$TMP/planted.log"; ok=0
 fi
@@ -66,6 +66,6 @@ run real
 if [ $RC -eq 0 ]; then
     printf 'real parser: clean for %s s, %s executions\n' "$SECS" "${EXECS:-?}"
 else
-    echo "FAIL real parser: a finding in $SECS s (exit status $RC)"; grep -E "ERROR|SUMMARY" "$TMP/real.log" | head; ok=0
+    echo "FAIL real parser: a finding in $SECS s (exit status $RC)"; grep -aE "ERROR|SUMMARY" "$TMP/real.log" | head; ok=0
 fi
 [ $ok = 1 ]

@@ -116,7 +116,7 @@ int cli_parse_precision(const char *s, specdec_precision *out) {
 /* Loading progress on stderr (never stdout): on a terminal a bar redrawn in place; otherwise, once
  * the load has taken longer than SPECDEC_PROGRESS_AFTER_MS (default 1000; 0: always), a line per
  * 10% so a log shows that a large model is loading rather than hung. */
-typedef struct load_prog { bool tty; double t0_ms, after_ms; int last_decile; } load_prog;
+typedef struct load_prog { const char *what; bool tty; double t0_ms, after_ms; int last_decile; } load_prog;
 
 static double now_ms(void) {
     struct timespec ts;
@@ -128,29 +128,42 @@ static bool progress(uint64_t done, uint64_t total, void *user) {
     load_prog *p = user;
     int pct = total ? (int)(done * 100 / total) : 100;
     if (p->tty) {
-        fprintf(stderr, "\rloading weights: %3d%% (%llu / %llu MiB)", pct,
+        fprintf(stderr, "\r%s weights: %3d%% (%llu / %llu MiB)", p->what, pct,
                 (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
         if (done >= total) fputc('\n', stderr);
         return true;
     }
     if (now_ms() - p->t0_ms < p->after_ms || pct / 10 == p->last_decile) return true;
     p->last_decile = pct / 10;
-    fprintf(stderr, "loading weights: %3d%% (%llu / %llu MiB, %.1f s)\n", pct, (unsigned long long)(done >> 20),
+    fprintf(stderr, "%s weights: %3d%% (%llu / %llu MiB, %.1f s)\n", p->what, pct, (unsigned long long)(done >> 20),
             (unsigned long long)(total >> 20), (now_ms() - p->t0_ms) / 1e3);
     return true;
+}
+
+static load_prog prog_start(const char *what) {
+    load_prog lp = {what, isatty(2) != 0, now_ms(), 1000.0, -1};
+    const char *env = getenv("SPECDEC_PROGRESS_AFTER_MS");
+    if (env && *env) lp.after_ms = atof(env);
+    return lp;
 }
 
 specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m, specdec_err *err) {
     specdec_model_params mp = specdec_model_default_params();
     mp.load_mtp = load_mtp;
-    load_prog lp = {isatty(2) != 0, now_ms(), 1000.0, -1};
-    const char *env = getenv("SPECDEC_PROGRESS_AFTER_MS");
-    if (env && *env) lp.after_ms = atof(env);
+    load_prog lp = prog_start("loading");
     /* the callback also pages the weights in at load time (sd_st_prefault) rather than during the
      * first forward, so the load is what takes the time the progress shows */
     mp.progress = progress;
     mp.progress_user = &lp;
     return specdec_model_load(dir, &mp, m, err);
+}
+
+specdec_status cli_ctx_init(const specdec_model *m, const specdec_ctx_params *cp, specdec_ctx **ctx, specdec_err *err) {
+    specdec_ctx_params p = *cp;
+    load_prog lp = prog_start("uploading");
+    p.progress = progress;   /* called only where the weights are copied (a GPU), not for the CPU's views */
+    p.progress_user = &lp;
+    return specdec_ctx_init(m, &p, ctx, err);
 }
 
 /* --draft-vocab FILE[:N] (run and bench): attach the reduced draft vocabulary of FILE,

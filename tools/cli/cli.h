@@ -24,6 +24,8 @@ int cli_float(const char *opt, const char *s, double lo, double hi, double *out)
 
 /* Load a model showing a progress bar on stderr when it is a terminal. */
 specdec_status cli_load_model(const char *dir, bool load_mtp, specdec_model **m, specdec_err *err);
+/* specdec_ctx_init with the upload's progress shown as the load's is (a backend that copies the weights). */
+specdec_status cli_ctx_init(const specdec_model *m, const specdec_ctx_params *cp, specdec_ctx **ctx, specdec_err *err);
 /* s as one of the n names into *out (the matching value); else an error naming opt and the choices
  * (or that a value is missing), returning 1. */
 int cli_choice(const char *opt, const char *s, const char *const *names, const int *values, int n, int *out);

@@ -137,7 +137,7 @@ int cmd_bench(int argc, char **argv) {
     bool byte_ids = !tjf;   /* random test models have no tokenizer: prompt bytes become ids (byte % vocab) */
     if (tjf) fclose(tjf);
     if ((!byte_ids && specdec_tokenizer_load(dir, &tok, &err)) || cli_load_model(dir, !strcmp(draft, "mtp"), &m, &err) ||
-        cli_gen_defaults(m, given, &gp.sampling) || specdec_ctx_init(m, &cp, &ctx, &err)) {
+        cli_gen_defaults(m, given, &gp.sampling) || cli_ctx_init(m, &cp, &ctx, &err)) {
         rc = cli_fail_err(&err);
         goto done;
     }

@@ -83,7 +83,7 @@ int cmd_run(int argc, char **argv) {
         specdec_tokenize(tok, prompt, strlen(prompt), &ids, &n_ids, &err) ||
         cli_load_model(dir, draft && !strcmp(draft, "mtp"), &m, &err) ||
         cli_gen_defaults(m, given, &gp.sampling) ||
-        specdec_ctx_init(m, &cp, &ctx, &err) ||
+        cli_ctx_init(m, &cp, &ctx, &err) ||
         (draft && specdec_drafter_init(m, draft, &dr, &err)) ||
         cli_draft_vocab_auto(dr, dir, dvocab, dv_used, sizeof dv_used, &err)) {
         rc = cli_fail_err(&err);

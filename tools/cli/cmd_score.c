@@ -76,7 +76,7 @@ int cmd_score(int argc, char **argv) {
     float *logits = NULL;
     int rc = 1;
     if (specdec_tokenizer_load(dir, &tok, &err) || specdec_tokenize(tok, prompt, strlen(prompt), &pids, &n_p, &err) ||
-        cli_load_model(dir, false, &m, &err) || specdec_ctx_init(m, &cp, &ctx, &err)) {
+        cli_load_model(dir, false, &m, &err) || cli_ctx_init(m, &cp, &ctx, &err)) {
         rc = cli_fail_err(&err);
         goto done;
     }

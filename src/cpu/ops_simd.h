@@ -1,0 +1,92 @@
+/* ops_simd.h: the helpers the SIMD kernel files share, each written once: the always-inline
+ * marker, the scalar dtype reader, the partial-vector loaders of the ISAs without 16-bit masked
+ * loads (AVX2, NEON), and the x86 horizontal sums and 16-wide dtype loaders used by both the f32
+ * and the int8 kernels. Include after the ISA's intrinsics header; the x86 parts appear only in
+ * files compiled with those ISAs. The sums' trees are part of the exactness contract (fixed by
+ * the vector width alone). */
+#ifndef SD_OPS_SIMD_H
+#define SD_OPS_SIMD_H
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include "specdec.h"
+#include "util/dtype.h"
+
+#if defined(__GNUC__)
+#define SD_AINLINE static inline __attribute__((always_inline))
+#else
+#define SD_AINLINE static inline
+#endif
+
+/* One f16 as f32: F16C where the file is built with it, else the (exact, same-valued) software one. */
+#if defined(__F16C__)
+#define SD_F16_F32(h) _cvtsh_ss(h)
+#else
+#define SD_F16_F32(h) sd_f16_to_f32(h)
+#endif
+
+/* Element e of dtype dt at p as f32 (bf16 and f16 convert exactly). */
+SD_AINLINE float sd_elem(specdec_dtype dt, const void *p, size_t e) {
+    if (dt == SPECDEC_DTYPE_BF16) return sd_bf16_to_f32(((const uint16_t *)p)[e]);
+    if (dt == SPECDEC_DTYPE_F16) return SD_F16_F32(((const uint16_t *)p)[e]);
+    return ((const float *)p)[e];
+}
+
+/* load_part(dt, p, n) / loadx_part(p, n): n < W elements (dtype dt / f32), the rest zero, through
+ * a zeroed stack copy and the file's full-vector loaders LOAD(dt, p) / LOADF(p). */
+#define SD_PART_LOADERS(VEC, W, LOAD, LOADF)                                  \
+    SD_AINLINE VEC load_part(specdec_dtype dt, const void *p, int n) {        \
+        unsigned char tmp[(W) * 4] = {0};                                     \
+        size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2;                          \
+        memcpy(tmp, p, (size_t)n * es);                                       \
+        return LOAD(dt, tmp);                                                 \
+    }                                                                         \
+    SD_AINLINE VEC loadx_part(const float *p, int n) {                        \
+        float tmp[W] = {0};                                                   \
+        memcpy(tmp, p, (size_t)n * sizeof(float));                           \
+        return LOADF(tmp);                                                    \
+    }
+
+#if defined(__AVX2__)
+/* Fixed tree: 8 -> 4 -> 2 -> 1. */
+SD_AINLINE float sd_hsum8(__m256 v) {
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+/* Fixed tree: 16 -> 8 (l + l+8), then sd_hsum8's. */
+SD_AINLINE float sd_hsum16(__m512 v) {
+    __m256 lo = _mm512_castps512_ps256(v);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    return sd_hsum8(_mm256_add_ps(lo, hi));
+}
+
+/* 16 elements of dtype dt at p (masked lanes read as 0). A full mask takes a plain load: masked
+ * loads that miss the caches run several times slower on Zen 5 (the f32 LM head went from 22 ms
+ * to 2 ms, docs/benchmarks/cpu-int8-vs-llamacpp-*.md); the values are the same. */
+SD_AINLINE __m512 sd_load16(specdec_dtype dt, const void *p, __mmask16 m) {
+    if (m == (__mmask16)0xFFFF) {
+        if (dt == SPECDEC_DTYPE_BF16)
+            return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+        if (dt == SPECDEC_DTYPE_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        return _mm512_loadu_ps(p);
+    }
+    if (dt == SPECDEC_DTYPE_BF16) {
+        __m512i u = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+    }
+    if (dt == SPECDEC_DTYPE_F16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    return _mm512_maskz_loadu_ps(m, p);
+}
+
+/* 16 group values (scales or biases) of dtype dt from element g0 of base, lanes outside m zero. */
+SD_AINLINE __m512 sd_load_groups16(specdec_dtype dt, const void *base, size_t g0, __mmask16 m) {
+    return sd_load16(dt, (const char *)base + g0 * (dt == SPECDEC_DTYPE_F32 ? 4 : 2), m);
+}
+#endif
+
+#endif
