@@ -86,7 +86,8 @@ static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int grou
         CHECK(diff == 0, "%s: %d of %d rows at T = %d differ from the row alone (batch invariance)", what, diff, T, T);
     }
     /* the tiled kernel (matmul.cu) gives the bits of gemv.cu's kernel, which ran every call of
-     * T <= 8 above */
+     * T <= 8 above (the switch exists only where the CUDA backend is built) */
+#ifdef SPECDEC_HAVE_CUDA
     sd_cuda_matmul_legacy(1);
     for (int T = 1; T <= 8; T += 3) {
         CHECK_OP(G, G->i->matmul(G, &h.d, dx, ldx, dy, ldy, T), what);
@@ -96,6 +97,7 @@ static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int grou
         CHECK(diff == 0, "%s: %d of %d rows at T = %d differ between the tiled and the gemv kernel", what, diff, T, T);
     }
     sd_cuda_matmul_legacy(0);
+#endif
 
     /* fused LM head: plain and through a map (row r -> token 7 * r + 1) */
     int32_t *map = malloc(sizeof(int32_t) * (size_t)rows);

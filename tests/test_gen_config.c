@@ -71,5 +71,31 @@ int main(void) {
     CHECK(sd_gen_config_load_dir(dir, 1000, &g, &e) == SPECDEC_ERR_CONFIG && strstr(e.msg, "generation_config.json") &&
           strstr(e.msg, "top_k"), "bad file: %s", e.msg);
     tm_rm_rf(dir);
+
+    /* through specdec_model_load: the model's defaults in specdec_model_gen_default_params, a bad
+     * file failing the load naming it */
+    tm_mkdtemp(dir, sizeof dir);
+    tm_dims d = tm_default_dims();
+    CHECK(tm_write_model(dir, &d, 3, NULL, NULL, NULL, 0) == 0, "tiny model");
+    const char *gc = "{\"do_sample\": true, \"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95}";
+    tm_write_file(dir, "generation_config.json", gc, strlen(gc));
+    specdec_model *m = NULL;
+    CHECK(specdec_model_load(dir, NULL, &m, &e) == SPECDEC_OK, "load: %s", e.msg);
+    if (m) {
+        specdec_gen_params gp = specdec_model_gen_default_params(m);
+        CHECK(gp.sampling.temperature == 0.6f && gp.sampling.top_k == 20 && gp.sampling.top_p == 0.95f && gp.max_tokens == 128,
+              "model defaults %g %d %g", gp.sampling.temperature, gp.sampling.top_k, gp.sampling.top_p);
+        specdec_generation_config g2;
+        specdec_model_generation_config(m, &g2);
+        CHECK(g2.present && g2.from_file[SPECDEC_GEN_TOP_K] && !g2.from_file[SPECDEC_GEN_MIN_P], "sources through the model");
+        specdec_model_free(m);
+        m = NULL;
+    }
+    CHECK(specdec_model_gen_default_params(NULL).sampling.temperature == 0, "no model: the library defaults");
+    tm_write_file(dir, "generation_config.json", "{\"min_p\": 2}", 12);
+    CHECK(specdec_model_load(dir, NULL, &m, &e) == SPECDEC_ERR_CONFIG && strstr(e.msg, "generation_config.json") && strstr(e.msg, "min_p"),
+          "bad file at load: %s", e.msg);
+    specdec_model_free(m);
+    tm_rm_rf(dir);
     return check_finish("test_gen_config");
 }

@@ -65,6 +65,15 @@ printf '{"do_sample": false, "temperature": 0.7}\n' > "$T/gen/generation_config.
 "$BIN" run -m "$T/gen" -p "$P" -n 24 --seed 11 > "$T/gd.out" 2>/dev/null
 cmp -s "$T/gd.out" "$T/greedy.out" || bad "do_sample false is not greedy"
 "$BIN" info -m "$T/gen" | grep -q "do_sample false, greedy" || bad "info does not say do_sample false made it greedy"
+# its eos_token_id ends generation (added to config.json's): the greedy text's 4th token as an end id
+"$BIN" run -m "$M" -p "$P" -n 12 --ids-out "$T/g.ids" >/dev/null 2>&1
+eos=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[3])' "$T/g.ids")
+printf '{"eos_token_id": [151643, %s]}\n' "$eos" > "$T/gen/generation_config.json"
+"$BIN" run -m "$T/gen" -p "$P" -n 12 --ids-out "$T/e.ids" >/dev/null 2>"$T/err"
+grep -q "stop: eos" "$T/err" && [ "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$T/e.ids")" -le 4 ] ||
+    bad "generation_config eos_token_id $eos did not end generation: $(cat "$T/err")"
+"$BIN" run -m "$T/gen" -p "$P" -n 12 --ignore-eos >/dev/null 2>"$T/err"
+grep -q "stop: length" "$T/err" || bad "--ignore-eos does not override generation_config's eos ids"
 # bad values: the file and the key named, nothing run
 printf '{"temperature": 0.7, "top_p": "high"}\n' > "$T/gen/generation_config.json"
 "$BIN" run -m "$T/gen" -p "$P" -n 4 > "$T/bad.out" 2>"$T/err"; rc=$?

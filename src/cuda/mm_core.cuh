@@ -167,6 +167,7 @@ SDC_D void mm_chunk(const Chunk<R> &k, int cl, const float4 *xs, const float *sx
     using F = Fmt<FMT>;
     constexpr int Q = F::E / 4;
     if constexpr (F::QUANT) {
+        const uint32_t magic = sdc_mm_magic();
         float dq[R][TT];
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -180,7 +181,7 @@ SDC_D void mm_chunk(const Chunk<R> &k, int cl, const float4 *xs, const float *sx
                 const uint32_t wd = u4at(k.w[r], sdc_mm_gword<F::BITS>(m));
                 const int kb = sdc_mm_gcode<F::BITS>(m);
 #pragma unroll
-                for (int e = 0; e < 4; e++) q[r][e] = sdc_mm_qval<F::BITS>(wd, kb + e);
+                for (int e = 0; e < 4; e++) q[r][e] = sdc_mm_qval_rk<F::BITS>(wd, kb + e, magic);
             }
 #pragma unroll
             for (int t = 0; t < TT; t++) {

@@ -144,6 +144,10 @@ template <int BITS> void check_codes(Ctx &c, Rng &r) {
         float q = (float)((w >> (BITS * k)) & mask);
         float qv = sdc_mm_qval<BITS>(w, k), xs = sdc_mm_xscale<BITS>(k);
         if (qv * xs != q) { c.fail("%d-bit code %d of %#x decodes to %g", BITS, k, w, (double)(qv * xs)); return; }
+        if (sd_f2u(sdc_mm_qval_rk<BITS>(w, k, sdc_mm_magic())) != sd_f2u(qv)) {
+            c.fail("%d-bit code %d of %#x: the register-magic decode differs", BITS, k, w);
+            return;
+        }
         float x = r.normal() * (float)ldexp(1.0, (int)(r.next() % 40) - 20), a = r.normal();
         if (sd_f2u(fmaf(qv, x * xs, a)) != sd_f2u(fmaf(q, x, a))) {
             c.fail("%d-bit fmaf identity fails for code %d of %#x", BITS, k, w);

@@ -42,7 +42,8 @@ specdec_status sd_comm_nccl_new(sd_backend **ranks, int n, const int *devices, s
 /* CUDA devices visible to this process (0 without the CUDA backend or a driver). */
 int sd_comm_cuda_devices(void);
 
-/* The element range [*k0, *k1) of chunk k when n elements split over `ranks` ring chunks. */
+/* The element range [*k0, *k1) of ring chunk k of n floats over `ranks` ranks (NCCL's chunking on
+ * one channel within one loop; empty ranges at the end when n is small). */
 void sd_comm_ring_chunk(size_t n, int ranks, int k, size_t *k0, size_t *k1);
 
 #endif

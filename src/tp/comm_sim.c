@@ -40,8 +40,11 @@ static specdec_status sim_allgather(sd_comm *c, const float *const *send, float 
     return SPECDEC_OK;
 }
 
+/* NCCL's ring on one channel for a message shorter than one loop: chunkCount =
+ * alignUp(divUp(n, nranks), 16 bytes / sizeof(float)) (src/device/all_reduce.h, runRing). */
 void sd_comm_ring_chunk(size_t n, int ranks, int k, size_t *k0, size_t *k1) {
     size_t chunk = (n + (size_t)ranks - 1) / (size_t)ranks;
+    chunk = (chunk + 3) / 4 * 4;
     *k0 = chunk * (size_t)k < n ? chunk * (size_t)k : n;
     *k1 = *k0 + chunk < n ? *k0 + chunk : n;
 }

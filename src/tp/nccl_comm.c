@@ -90,6 +90,7 @@ specdec_status sd_comm_nccl_new(sd_backend **ranks, int n, const int *devices, s
     setenv("NCCL_ALGO", "Ring", 0);
     setenv("NCCL_PROTO", "Simple", 0);
     setenv("NCCL_NVLS_ENABLE", "0", 0);
+    setenv("NCCL_RUNTIME_CONNECT", "0", 0);   /* connect at init, never inside a graph capture */
     nccl_comm *k = calloc(1, sizeof *k);
     if (!k) return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n; i++) k->dev[i] = devices[i];

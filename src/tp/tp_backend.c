@@ -479,6 +479,20 @@ specdec_status sd_backend_tp_new(const sd_tp_opts *to, const sd_backend_opts *o,
     if (st == SPECDEC_OK)
         st = cuda ? sd_comm_nccl_new(t->r, n, devs, &t->comm, err) : sd_comm_sim_new(t->r, n, &t->comm, err);
     if (st != SPECDEC_OK) { t_free(&t->b); return st; }
+    /* one collective of each kind now, then a sync: NCCL connects its rings at a communicator's
+     * first collectives, which must not happen inside a recording (a CUDA graph capture) */
+    float *w = NULL;
+    st = t_alloc(&t->b, sizeof(float) * (size_t)n * 2, "tensor-parallel warm-up", (void **)&w, err);
+    if (st == SPECDEC_OK) {
+        float *wr[SD_TP_MAX], *gr[SD_TP_MAX];
+        const float *sr[SD_TP_MAX];
+        for (int r = 0; r < n; r++) { wr[r] = X(t, w, r); sr[r] = wr[r]; gr[r] = wr[r] + n; }
+        st = t->comm->i->allgather(t->comm, sr, gr, 1, err);
+        if (st == SPECDEC_OK && t->reduce == SD_TP_REDUCE_RING) st = t->comm->i->allreduce_ring(t->comm, wr, 1, err);
+        if (st == SPECDEC_OK) st = t_sync(&t->b, err);
+        t_release(&t->b, w);
+    }
+    if (st != SPECDEC_OK) { t_free(&t->b); return st; }
     t->rec = t->comm->capture_safe && t->r[0]->i->seq_begin;
     if (!t->r[0]->i->lm_argmax) t->tab.lm_argmax = NULL;
     t->b.n_threads = t->r[0]->n_threads;
