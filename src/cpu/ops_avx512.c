@@ -185,29 +185,6 @@ int sd_avx512_qs_mode = 1;
 #define QS_NT 8
 #define QS_MAXCOLS 2048
 
-/* y[0..15] (masked by m) = hsum16 of v[0..15], row by row, all at once. */
-SD_AINLINE void tree16_store(const __m512 *v, float *y, __mmask16 m) {
-    /* level 1, pairs (i, i+4): chunks 0-1 = row i's s_l = v_l + v_l+8, chunks 2-3 = row i+4's */
-    static const int p1[8] = {0, 1, 2, 3, 8, 9, 10, 11};
-    __m512 w[8];
-    for (int j = 0; j < 8; j++) {
-        __m512 x0 = v[p1[j]], x1 = v[p1[j] + 4];
-        w[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x0, x1, 0x44), _mm512_shuffle_f32x4(x0, x1, 0xEE));
-    }
-    /* level 2: a_l = s_l + s_l+4; X holds rows 0,4,8,12 (one per 128-bit chunk), Y 1,5,9,13, ... */
-    __m512 u[4];
-    for (int j = 0; j < 4; j++)
-        u[j] = _mm512_add_ps(_mm512_shuffle_f32x4(w[j], w[j + 4], 0x88), _mm512_shuffle_f32x4(w[j], w[j + 4], 0xDD));
-    /* level 3: b_l = a_l + a_l+2; chunk c of h0 = rows 4c, 4c+1 (2 lanes each), h1 = 4c+2, 4c+3 */
-    __m512 h0 = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    __m512 h1 = _mm512_add_ps(_mm512_shuffle_ps(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_ps(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    /* level 4: b_0 + b_1; lane 4c + j = row 4c + j */
-    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(h0, h1, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_ps(h0, h1, _MM_SHUFFLE(3, 1, 3, 1)));
-    _mm512_mask_storeu_ps(y, m, r);
-}
 
 /* n elements of dt at src -> f32 at dst, in 16-wide vectors (dst rounded up to 16, tail 0). */
 SD_AINLINE void groups_to_f32(specdec_dtype dt, const void *src, size_t e0, int n, float *dst) {
@@ -256,7 +233,7 @@ SD_AINLINE void qs_tile(const sd_mm_args *a, int rt, int nr, int t0, const int N
     for (int i = nr; i < QS_R; i++)
         for (int t = 0; t < NT; t++) rs[t][i] = _mm512_setzero_ps();
     const __mmask16 om = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
-    for (int t = 0; t < NT; t++) tree16_store(rs[t], a->y + (size_t)(t0 + t) * a->ldy + rt, om);
+    for (int t = 0; t < NT; t++) sd_tree16_store(rs[t], a->y + (size_t)(t0 + t) * a->ldy + rt, om);
 }
 
 SD_AINLINE void qs_rows(const sd_mm_args *a, int r0, int r1, const int bits, const int uv, specdec_dtype dt) {
@@ -408,7 +385,7 @@ SD_AINLINE void grp_scores(const float *q, const void *k, size_t stride, const i
         for (int h = 0; h < HG; h++) {
             for (int i = nk; i < 16; i++) dv[h][i] = _mm512_setzero_ps();
             float *y = sc + (size_t)h * ss + j0;
-            tree16_store(dv[h], y, om);
+            sd_tree16_store(dv[h], y, om);
             _mm512_mask_storeu_ps(y, om, _mm512_mul_ps(_mm512_maskz_loadu_ps(om, y), sv));
         }
     }

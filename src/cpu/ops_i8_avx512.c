@@ -25,8 +25,9 @@ SD_AINLINE __m512 groups16(specdec_dtype dt, const void *base, size_t e0, __mmas
     return sd_load_groups16(dt, base, e0, e0 + 16 <= total ? (__mmask16)0xFFFF : m);
 }
 
-/* Row r against tokens t0..t0+NT-1. */
-SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const int bits, const specdec_dtype dt) {
+/* Row r against tokens t0..t0+NT-1: the recipe's 16 lanes per token into out[t] (summed later). */
+SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const int bits, const specdec_dtype dt,
+                         __m512 *out) {
     const sd_mat *W = a->W;
     const int cols = W->cols, ng = cols / W->group;
     const int sps = 16 * W->group / (bits == 4 ? 128 : 64);   /* steps per 16 groups */
@@ -62,17 +63,31 @@ SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const
             }
         }
     }
-    for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = sd_hsum16(acc[t]);
+    for (int t = 0; t < NT; t++) out[t] = acc[t];
+}
+
+/* Rows rt..rt+nr-1 (nr <= 16) against tokens t0..: each row's lanes, then one transpose-add network
+ * per token (sd_tree16_store: sd_hsum16's tree for every row at once, the same bits). */
+SD_AINLINE void tile16(const sd_i8_args *a, int rt, int nr, int t0, const int NT, const int bits,
+                       const specdec_dtype dt) {
+    __m512 rs[NT_MAX][16], v[NT_MAX];
+    for (int i = 0; i < 16; i++) {
+        if (i < nr) row_tile(a, rt + i, t0, NT, bits, dt, v);
+        for (int t = 0; t < NT; t++) rs[t][i] = i < nr ? v[t] : _mm512_setzero_ps();
+    }
+    const __mmask16 om = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
+    for (int t = 0; t < NT; t++) sd_tree16_store(rs[t], a->y + (size_t)(t0 + t) * a->ldy + rt, om);
 }
 
 SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, const specdec_dtype dt) {
-    for (int r = r0; r < r1; r++) {
+    for (int rt = r0; rt < r1; rt += 16) {
+        const int nr = r1 - rt < 16 ? r1 - rt : 16;
         int t = 0;
-        for (; t + 4 <= a->T; t += 4) row_tile(a, r, t, 4, bits, dt);
+        for (; t + 4 <= a->T; t += 4) tile16(a, rt, nr, t, 4, bits, dt);
         switch (a->T - t) {
-        case 3: row_tile(a, r, t, 3, bits, dt); break;
-        case 2: row_tile(a, r, t, 2, bits, dt); break;
-        case 1: row_tile(a, r, t, 1, bits, dt); break;
+        case 3: tile16(a, rt, nr, t, 3, bits, dt); break;
+        case 2: tile16(a, rt, nr, t, 2, bits, dt); break;
+        case 1: tile16(a, rt, nr, t, 1, bits, dt); break;
         default: break;
         }
     }

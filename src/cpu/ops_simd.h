@@ -65,6 +65,30 @@ SD_AINLINE float sd_hsum16(__m512 v) {
     return sd_hsum8(_mm256_add_ps(lo, hi));
 }
 
+/* y[0..15] (masked by m) = sd_hsum16 of v[0..15], row by row, all at once. */
+SD_AINLINE void sd_tree16_store(const __m512 *v, float *y, __mmask16 m) {
+    /* level 1, pairs (i, i+4): chunks 0-1 = row i's s_l = v_l + v_l+8, chunks 2-3 = row i+4's */
+    static const int p1[8] = {0, 1, 2, 3, 8, 9, 10, 11};
+    __m512 w[8];
+    for (int j = 0; j < 8; j++) {
+        __m512 x0 = v[p1[j]], x1 = v[p1[j] + 4];
+        w[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x0, x1, 0x44), _mm512_shuffle_f32x4(x0, x1, 0xEE));
+    }
+    /* level 2: a_l = s_l + s_l+4; X holds rows 0,4,8,12 (one per 128-bit chunk), Y 1,5,9,13, ... */
+    __m512 u[4];
+    for (int j = 0; j < 4; j++)
+        u[j] = _mm512_add_ps(_mm512_shuffle_f32x4(w[j], w[j + 4], 0x88), _mm512_shuffle_f32x4(w[j], w[j + 4], 0xDD));
+    /* level 3: b_l = a_l + a_l+2; chunk c of h0 = rows 4c, 4c+1 (2 lanes each), h1 = 4c+2, 4c+3 */
+    __m512 h0 = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 h1 = _mm512_add_ps(_mm512_shuffle_ps(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* level 4: b_0 + b_1; lane 4c + j = row 4c + j */
+    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(h0, h1, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(h0, h1, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm512_mask_storeu_ps(y, m, r);
+}
+
 /* 16 elements of dtype dt at p (masked lanes read as 0). A full mask takes a plain load: masked
  * loads that miss the caches run several times slower on Zen 5 (the f32 LM head went from 22 ms
  * to 2 ms, docs/benchmarks/cpu-int8-vs-llamacpp-*.md); the values are the same. */
