@@ -159,6 +159,22 @@ typedef struct sd_backend_i {
                                    const void **out, specdec_err *err);
 } sd_backend_i;
 
+/* The members of a backend's table, each named after the backend's prefix P (P_free, P_matmul,
+ * ...): the list is written once here, so a new op reaches every backend's table in one place.
+ * Optional members (lm_argmax, the tensor-parallel hooks) are set beside these by the backends
+ * that have them; a backend without recordings and device timers leaves SD_BACKEND_RECORDING out. */
+#define SD_BACKEND_MEMORY(P)                                                                          \
+    .free = P##_free, .kernels = P##_kernels, .supports = P##_supports, .alloc = P##_alloc,           \
+    .release = P##_release, .upload = P##_upload, .unload = P##_unload, .write = P##_write,           \
+    .read = P##_read, .copy = P##_copy, .sync = P##_sync, .reserve = P##_reserve
+#define SD_BACKEND_RECORDING(P)                                                                       \
+    .seq_begin = P##_seq_begin, .seq_end = P##_seq_end, .seq_reset = P##_seq_reset, .mark = P##_mark, \
+    .elapsed = P##_elapsed
+#define SD_BACKEND_OPS(P)                                                                             \
+    .embed = P##_embed, .matmul = P##_matmul, .rmsnorm = P##_rmsnorm, .rope = P##_rope,               \
+    .silu_mul = P##_silu_mul, .add = P##_add, .kv_store = P##_kv_store, .attention = P##_attention,   \
+    .argmax = P##_argmax, .sample = P##_sample, .walk = P##_walk, .copy_row = P##_copy_row
+
 struct sd_backend {
     const sd_backend_i *i;
     void *impl;

@@ -195,65 +195,58 @@ static void sim_seq_reset(sd_backend *b) {
 }
 
 #define ISSUE(...) do { call c_ = {__VA_ARGS__}; return issue(b, &c_); } while (0)
-static specdec_status s_embed(sd_backend *b, const sd_mat *E, const int32_t *ids, int T, float *x, int ldx) {
+static specdec_status sim_embed(sd_backend *b, const sd_mat *E, const int32_t *ids, int T, float *x, int ldx) {
     ISSUE(.k = C_EMBED, .W = *E, .p = {ids, x}, .i = {T, ldx});
 }
-static specdec_status s_matmul(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T) {
+static specdec_status sim_matmul(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T) {
     ISSUE(.k = C_MATMUL, .W = *W, .p = {x, y}, .i = {ldx, ldy, T});
 }
-static specdec_status s_rmsnorm(sd_backend *b, float *out, int ldo, const float *x, int ldx, const float *w, int n, int T,
+static specdec_status sim_rmsnorm(sd_backend *b, float *out, int ldo, const float *x, int ldx, const float *w, int n, int T,
                                 float eps) {
     ISSUE(.k = C_RMSNORM, .p = {out, x, w}, .i = {ldo, ldx, n, T}, .f = eps);
 }
-static specdec_status s_rope(sd_backend *b, float *x, int T, int nh, int hd, sd_pos pos, const float *ct, const float *st) {
+static specdec_status sim_rope(sd_backend *b, float *x, int T, int nh, int hd, sd_pos pos, const float *ct, const float *st) {
     ISSUE(.k = C_ROPE, .p = {x, ct, st}, .i = {T, nh, hd}, .pos = pos);
 }
-static specdec_status s_silu(sd_backend *b, float *g, const float *u, int n, int T) {
+static specdec_status sim_silu_mul(sd_backend *b, float *g, const float *u, int n, int T) {
     ISSUE(.k = C_SILU, .p = {g, u}, .i = {n, T});
 }
-static specdec_status s_add(sd_backend *b, float *x, const float *y, size_t n) { ISSUE(.k = C_ADD, .p = {x, y}, .z = n); }
-static specdec_status s_kv(sd_backend *b, sd_kv_dtype_e dt, void *cache, int row, const float *src, int T, sd_pos pos) {
+static specdec_status sim_add(sd_backend *b, float *x, const float *y, size_t n) { ISSUE(.k = C_ADD, .p = {x, y}, .z = n); }
+static specdec_status sim_kv_store(sd_backend *b, sd_kv_dtype_e dt, void *cache, int row, const float *src, int T, sd_pos pos) {
     ISSUE(.k = C_KV, .dt = dt, .p = {cache, src}, .i = {row, T}, .pos = pos);
 }
-static specdec_status s_attn(sd_backend *b, const sd_attn_shape *as, const sd_kv_layer *kv, const float *q, float *out,
+static specdec_status sim_attention(sd_backend *b, const sd_attn_shape *as, const sd_kv_layer *kv, const float *q, float *out,
                              int T, sd_pos pos) {
     ISSUE(.k = C_ATTN, .s = *as, .kv = *kv, .p = {q, out}, .i = {T}, .pos = pos);
 }
-static specdec_status s_argmax(sd_backend *b, const float *lg, int n, int T, const int32_t *map, int32_t *out) {
+static specdec_status sim_argmax(sd_backend *b, const float *lg, int n, int T, const int32_t *map, int32_t *out) {
     ISSUE(.k = C_ARGMAX, .p = {lg, map, out}, .i = {n, T});
 }
-static specdec_status s_sample(sd_backend *b, const specdec_sampling_params *p, const float *lg, int n, int vocab,
+static specdec_status sim_sample(sd_backend *b, const specdec_sampling_params *p, const float *lg, int n, int vocab,
                                const int32_t *map, int T, sd_pos pos, int32_t *out) {
     ISSUE(.k = C_SAMPLE, .sp = *p, .p = {lg, map, out}, .i = {n, vocab, T}, .pos = pos);
 }
-static specdec_status s_walk(sd_backend *b, int32_t *blk, int nd, const int32_t *choice, int32_t *emit, int32_t *pos,
+static specdec_status sim_walk(sd_backend *b, int32_t *blk, int nd, const int32_t *choice, int32_t *emit, int32_t *pos,
                              int32_t *pos_prev) {
     ISSUE(.k = C_WALK, .p = {blk, choice, emit, pos, pos_prev}, .i = {nd});
 }
-static specdec_status s_copy_row(sd_backend *b, float *dst, const float *src, int ld, int n, const int32_t *idx, int off) {
+static specdec_status sim_copy_row(sd_backend *b, float *dst, const float *src, int ld, int n, const int32_t *idx, int off) {
     ISSUE(.k = C_COPYROW, .p = {dst, src, idx}, .i = {ld, n, off});
 }
 
-static specdec_status s_mark(sd_backend *b, int slot) {
+static specdec_status sim_mark(sd_backend *b, int slot) {
     if (slot < 0 || slot >= SD_BE_MARKS) return SPECDEC_OK;
     call c = {.k = C_MARK, .i = {slot}};
     return issue(b, &c);
 }
-static double s_elapsed(sd_backend *b, int i, int j) {
+static double sim_elapsed(sd_backend *b, int i, int j) {
     const sim *s = S(b);
     if (i < 0 || j < 0 || i >= SD_BE_MARKS || j >= SD_BE_MARKS || !s->marks[i] || !s->marks[j]) return -1;
     return s->marks[j] - s->marks[i];
 }
 
 static const sd_backend_i sim_i = {
-    .free = sim_free, .kernels = sim_kernels, .supports = sim_supports,
-    .alloc = sim_alloc, .release = sim_release, .upload = sim_upload, .unload = sim_unload,
-    .write = sim_write, .read = sim_read, .copy = sim_copy, .sync = sim_sync, .reserve = sim_reserve,
-    .mark = s_mark, .elapsed = s_elapsed,
-    .seq_begin = sim_seq_begin, .seq_end = sim_seq_end, .seq_reset = sim_seq_reset,
-    .embed = s_embed, .matmul = s_matmul, .rmsnorm = s_rmsnorm, .rope = s_rope, .silu_mul = s_silu, .add = s_add,
-    .kv_store = s_kv, .attention = s_attn, .argmax = s_argmax, .lm_argmax = NULL, .sample = s_sample,
-    .walk = s_walk, .copy_row = s_copy_row,
+    SD_BACKEND_MEMORY(sim), SD_BACKEND_RECORDING(sim), SD_BACKEND_OPS(sim), .lm_argmax = NULL,
 };
 
 specdec_status sd_backend_sim_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {

@@ -223,14 +223,8 @@ static specdec_status cpu_copy_row(sd_backend *b, float *dst, const float *src, 
     return SPECDEC_OK;
 }
 
-static const sd_backend_i cpu_i = {
-    .free = cpu_free, .kernels = cpu_kernels, .supports = cpu_supports,
-    .alloc = cpu_alloc, .release = cpu_release, .upload = cpu_upload, .unload = cpu_unload,
-    .write = cpu_write, .read = cpu_read, .copy = cpu_copy, .sync = cpu_sync, .reserve = cpu_reserve,
-    .seq_begin = NULL, .seq_end = NULL,
-    .embed = cpu_embed, .matmul = cpu_matmul, .rmsnorm = cpu_rmsnorm, .rope = cpu_rope,
-    .silu_mul = cpu_silu_mul, .add = cpu_add, .kv_store = cpu_kv_store, .attention = cpu_attention,
-    .argmax = cpu_argmax, .lm_argmax = NULL, .sample = cpu_sample, .walk = cpu_walk, .copy_row = cpu_copy_row,
+static const sd_backend_i cpu_i = {   /* no recordings, no device timers: host clocks tell the truth */
+    SD_BACKEND_MEMORY(cpu), SD_BACKEND_OPS(cpu), .lm_argmax = NULL,
 };
 
 specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {

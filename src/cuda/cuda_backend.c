@@ -483,14 +483,7 @@ static bool cu_supports(const sd_backend *b, sd_op op, const sd_op_desc *d) {
 }
 
 static const sd_backend_i cuda_i = {
-    .free = cu_free, .kernels = cu_kernels, .supports = cu_supports,
-    .alloc = cu_alloc, .release = cu_release, .upload = cu_upload, .unload = cu_unload,
-    .write = cu_write, .read = cu_read, .copy = cu_copy, .sync = cu_sync, .reserve = cu_reserve,
-    .mark = cu_mark, .elapsed = cu_elapsed,
-    .seq_begin = cu_seq_begin, .seq_end = cu_seq_end, .seq_reset = cu_seq_reset,
-    .embed = cu_embed, .matmul = cu_matmul, .rmsnorm = cu_rmsnorm, .rope = cu_rope,
-    .silu_mul = cu_silu_mul, .add = cu_add, .kv_store = cu_kv_store, .attention = cu_attention,
-    .argmax = cu_argmax, .lm_argmax = cu_lm_argmax, .sample = cu_sample, .walk = cu_walk, .copy_row = cu_copy_row,
+    SD_BACKEND_MEMORY(cu), SD_BACKEND_RECORDING(cu), SD_BACKEND_OPS(cu), .lm_argmax = cu_lm_argmax,
 };
 
 bool sd_backend_cuda_available(void) {

@@ -412,7 +412,6 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
             if (st != SPECDEC_OK) break;
             if (nd < 0 || nd > K - 1) { st = sd_fail(err, SPECDEC_ERR_INTERNAL, "drafter returned %d of %d drafts", nd, K - 1); break; }
         }
-        int T = nd + 1;
         if (st == SPECDEC_OK && K == 1) st = mark(&r, M_FLUSHED, err);
         if (st == SPECDEC_OK) st = mark(&r, M_DRAFTED, err);
         if (st != SPECDEC_OK) break;

@@ -346,7 +346,7 @@ static specdec_status t_rope(sd_backend *b, float *x, int T, int nh, int hd, sd_
     RANKS(b) ON(R->i->rope(R, X(t, x, r), T, nh, hd, Xpos(t, pos, r), X(t, ct, r), X(t, st, r)));
     return SPECDEC_OK;
 }
-static specdec_status t_silu(sd_backend *b, float *g, const float *u, int n, int T) {
+static specdec_status t_silu_mul(sd_backend *b, float *g, const float *u, int n, int T) {
     RANKS(b) ON(R->i->silu_mul(R, X(t, g, r), X(t, u, r), n, T));
     return SPECDEC_OK;
 }
@@ -354,11 +354,11 @@ static specdec_status t_add(sd_backend *b, float *x, const float *y, size_t n) {
     RANKS(b) ON(R->i->add(R, X(t, x, r), X(t, y, r), n));
     return SPECDEC_OK;
 }
-static specdec_status t_kv(sd_backend *b, sd_kv_dtype_e dt, void *cache, int row, const float *src, int T, sd_pos pos) {
+static specdec_status t_kv_store(sd_backend *b, sd_kv_dtype_e dt, void *cache, int row, const float *src, int T, sd_pos pos) {
     RANKS(b) ON(R->i->kv_store(R, dt, X(t, cache, r), row, X(t, src, r), T, Xpos(t, pos, r)));
     return SPECDEC_OK;
 }
-static specdec_status t_attn(sd_backend *b, const sd_attn_shape *as, const sd_kv_layer *kv, const float *q, float *out,
+static specdec_status t_attention(sd_backend *b, const sd_attn_shape *as, const sd_kv_layer *kv, const float *q, float *out,
                              int T, sd_pos pos) {
     RANKS(b) {
         sd_kv_layer k = {X(t, kv->k, r), X(t, kv->v, r)};
@@ -425,14 +425,7 @@ static specdec_status t_allreduce(sd_backend *b, float *x, size_t n, float *scra
 }
 
 static const sd_backend_i tp_i = {
-    .free = t_free, .kernels = t_kernels, .supports = t_supports,
-    .alloc = t_alloc, .release = t_release, .upload = t_upload, .unload = t_unload,
-    .write = t_write, .read = t_read, .copy = t_copy, .sync = t_sync, .reserve = t_reserve,
-    .mark = t_mark, .elapsed = t_elapsed,
-    .seq_begin = t_seq_begin, .seq_end = t_seq_end, .seq_reset = t_seq_reset,
-    .embed = t_embed, .matmul = t_matmul, .rmsnorm = t_rmsnorm, .rope = t_rope, .silu_mul = t_silu, .add = t_add,
-    .kv_store = t_kv, .attention = t_attn, .argmax = t_argmax, .lm_argmax = t_lm_argmax, .sample = t_sample,
-    .walk = t_walk, .copy_row = t_copy_row,
+    SD_BACKEND_MEMORY(t), SD_BACKEND_RECORDING(t), SD_BACKEND_OPS(t), .lm_argmax = t_lm_argmax,
     .allreduce = t_allreduce, .upload_ranks = t_upload_ranks,
 };
 
