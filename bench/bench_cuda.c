@@ -105,23 +105,29 @@ typedef struct timing {
     double med, mn, mx;   /* seconds per op */
 } timing;
 
-/* Times run(ctx), which queues k ops, SAMPLES times after one warm-up, with events around each. */
-static timing time_events(void (*run)(void *), void *ctx, int k) {
+/* Seconds per op of one run(ctx) that queues k ops (events around it). */
+static double time_once(void (*run)(void *), void *ctx, int k) {
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
-    double v[SAMPLES];
-    for (int s = -1; s < SAMPLES; s++) {
-        cudaEventRecord(a, S);
-        run(ctx);
-        cudaEventRecord(b, S);
-        if (cudaEventSynchronize(b) != cudaSuccess) die("timing", "event synchronize failed");
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        if (s >= 0) v[s] = 1e-3 * ms / k;
-    }
+    cudaEventRecord(a, S);
+    run(ctx);
+    cudaEventRecord(b, S);
+    if (cudaEventSynchronize(b) != cudaSuccess) die("timing", "event synchronize failed");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
     cudaEventDestroy(a);
     cudaEventDestroy(b);
+    return 1e-3 * ms / k;
+}
+
+/* Times run(ctx), which queues k ops, SAMPLES times after one warm-up, with events around each. */
+static timing time_events(void (*run)(void *), void *ctx, int k) {
+    double v[SAMPLES];
+    for (int s = -1; s < SAMPLES; s++) {
+        const double t = time_once(run, ctx, k);
+        if (s >= 0) v[s] = t;
+    }
     if (G->i->sync(G, &E) != SPECDEC_OK) die("sync", E.msg);
     qsort(v, SAMPLES, sizeof v[0], cmpd);
     return (timing){v[SAMPLES / 2], v[0], v[SAMPLES - 1]};
@@ -230,21 +236,6 @@ static const shape SHAPES[] = {
     {"qwen3-32b", 5120, 25600, 64, 8, 128, 64},
 };
 
-/* Seconds per op of one run(ctx) that queues k ops (events around it). */
-static double time_once(void (*run)(void *), void *ctx, int k) {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    cudaEventRecord(a, S);
-    run(ctx);
-    cudaEventRecord(b, S);
-    if (cudaEventSynchronize(b) != cudaSuccess) die("timing", "event synchronize failed");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    return 1e-3 * ms / k;
-}
 
 /* Both arms of one (matrix, T): the tiled kernel (sd_cuda_matmul_legacy(1)) and the default
  * pick (gemv.cu's kernel for T <= 8), each recorded once under its setting (the recording's

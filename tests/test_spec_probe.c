@@ -12,11 +12,9 @@
 
 int main(void) {
     char tdir[64];
-    if (!tm_mkdtemp(tdir, sizeof tdir)) { CHECK(0, "mkdtemp"); return check_finish("test_spec_probe"); }
     ts_dims dm = ts_default();
     specdec_err err = {0};
-    specdec_model *m = ts_pair_load(tdir, NULL, &dm, 5, &err);
-    CHECK(m != NULL, "model: %s", err.msg);
+    specdec_model *m = ts_open_pair(tdir, NULL, &dm, 5, &err);
     if (!m) return check_finish("test_spec_probe");
     specdec_ctx *c = ts_ctx(m, 256, 2, &err);
     CHECK(c != NULL, "ctx: %s", err.msg);

@@ -23,11 +23,9 @@ static double chi2_crit(int df, double z) {
 
 int main(void) {
     char tdir[64], ddir[64];
-    if (!tm_mkdtemp(tdir, sizeof tdir) || !tm_mkdtemp(ddir, sizeof ddir)) { CHECK(0, "mkdtemp"); return check_finish("test_spec_sampling"); }
     ts_dims dm = {V, 32, 64, 4, 2, 8, 512, 1.6f, 0.05f};
     specdec_err err = {0};
-    specdec_model *m = ts_pair_load(tdir, ddir, &dm, 21, &err);
-    CHECK(m != NULL, "models: %s", err.msg);
+    specdec_model *m = ts_open_pair(tdir, ddir, &dm, 21, &err);
     if (!m) return check_finish("test_spec_sampling");
     specdec_ctx *c = ts_ctx(m, 128, 1, &err);
     CHECK(c != NULL, "ctx: %s", err.msg);

@@ -6,6 +6,7 @@
  * that is the target without its second layer (same vocab, often right, not always). */
 #ifndef SD_TINY_SPEC_H
 #define SD_TINY_SPEC_H
+#include "check.h"
 #include "tiny_model.h"
 #include <math.h>
 
@@ -128,6 +129,19 @@ static inline specdec_model *ts_pair_load(const char *tdir, const char *ddir, co
         return NULL;
     }
     return specdec_model_load(tdir, NULL, &m, err) == SPECDEC_OK ? m : NULL;
+}
+
+/* The opening of most speculative tests: fresh directories (tdir, and ddir when non-NULL, 64 bytes
+ * each), the pair of dims *d written with seed and its target loaded. A failure is CHECKed here with
+ * its reason and gives NULL, so the caller only returns. */
+static inline specdec_model *ts_open_pair(char *tdir, char *ddir, const ts_dims *d, uint64_t seed, specdec_err *err) {
+    if (!tm_mkdtemp(tdir, 64) || (ddir && !tm_mkdtemp(ddir, 64))) {
+        CHECK(0, "mkdtemp");
+        return NULL;
+    }
+    specdec_model *m = ts_pair_load(tdir, ddir, d, seed, err);
+    CHECK(m != NULL, "models: %s", err->msg);
+    return m;
 }
 
 /* The tests' three drafters over target m, by their command-line names: dr[0] "ngram", dr[1] "mtp",

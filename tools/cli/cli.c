@@ -45,6 +45,14 @@ int cli_float(const char *opt, const char *s, double lo, double hi, double *out)
     return 0;
 }
 
+int cli_prompt_cmd_option(const char *cmd, const char *a, const char *val, specdec_ctx_params *cp, const char **dir,
+                          const char **prompt, const char **file, int *i) {
+    int taken = cli_ctx_option(a, val, cp, i);
+    if (!taken) taken = cli_input_option(a, val, dir, prompt, file, i);
+    if (!taken && cli_is_help(a)) taken = cli_usage(cmd) == 0 ? 2 : -1;
+    return taken;
+}
+
 int cli_input_option(const char *a, const char *val, const char **dir, const char **prompt, const char **file, int *i) {
     const char **dst;
     const char *need;

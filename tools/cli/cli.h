@@ -39,6 +39,11 @@ int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *
 /* -m DIR, -p TEXT, -f FILE|- into *dir, *prompt, *file (a NULL pointer: the command does not take
  * that option). Returns as cli_ctx_option. */
 int cli_input_option(const char *a, const char *val, const char **dir, const char **prompt, const char **file, int *i);
+/* What the commands that run one prompt (run, score) take alike: the context options, the input
+ * options and --help (the usage of cmd printed). Returns 0 when `a` is none of them, 1 when it was
+ * taken, -1 after printing what is wrong with it, 2 after printing the usage. */
+int cli_prompt_cmd_option(const char *cmd, const char *a, const char *val, specdec_ctx_params *cp, const char **dir,
+                          const char **prompt, const char **file, int *i);
 /* --precision f32|int8|default */
 int cli_parse_precision(const char *s, specdec_precision *out);
 /* Tensor parallelism, shared by every command that makes a context: --tp N and

@@ -26,11 +26,9 @@ int cmd_run(int argc, char **argv) {
     long v; double d;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int taken = cli_ctx_option(a, val, &cp, &i);
-        if (!taken) taken = cli_input_option(a, val, &dir_opt, &prompt, &prompt_file, &i);
-        if (taken) { if (taken < 0) return 1; continue; }
-        if (cli_is_help(a)) return cli_usage("run");
-        else if (!strcmp(a, "-n")) { if (cli_int(a, val, 0, 1 << 30, &v)) return 1; gp.max_tokens = (int)v; i++; }
+        int taken = cli_prompt_cmd_option("run", a, val, &cp, &dir_opt, &prompt, &prompt_file, &i);
+        if (taken) { if (taken != 1) return taken < 0; continue; }
+        if (!strcmp(a, "-n")) { if (cli_int(a, val, 0, 1 << 30, &v)) return 1; gp.max_tokens = (int)v; i++; }
         else if (!strcmp(a, "--temp")) { if (cli_float(a, val, 0, 100, &d)) return 1; gp.sampling.temperature = (float)d; given[SPECDEC_GEN_TEMPERATURE] = true; i++; }
         else if (!strcmp(a, "--top-k")) { if (cli_int(a, val, 0, 1 << 24, &v)) return 1; gp.sampling.top_k = (int)v; given[SPECDEC_GEN_TOP_K] = true; i++; }
         else if (!strcmp(a, "--top-p")) { if (cli_float(a, val, 0, 1, &d)) return 1; gp.sampling.top_p = (float)d; given[SPECDEC_GEN_TOP_P] = true; i++; }

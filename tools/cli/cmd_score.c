@@ -52,11 +52,9 @@ int cmd_score(int argc, char **argv) {
     long top = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int taken = cli_ctx_option(a, val, &cp, &i);
-        if (!taken) taken = cli_input_option(a, val, &dir_opt, &prompt, &prompt_file, &i);
-        if (taken) { if (taken < 0) return 1; continue; }
-        if (cli_is_help(a)) return cli_usage("score");
-        else if (!strcmp(a, "--ids")) { if (!val) return cli_fail("--ids needs a JSON array or @FILE"); ids_arg = val; i++; }
+        int taken = cli_prompt_cmd_option("score", a, val, &cp, &dir_opt, &prompt, &prompt_file, &i);
+        if (taken) { if (taken != 1) return taken < 0; continue; }
+        if (!strcmp(a, "--ids")) { if (!val) return cli_fail("--ids needs a JSON array or @FILE"); ids_arg = val; i++; }
         else if (!strcmp(a, "--top")) { if (cli_int(a, val, 1, 64, &top)) return 1; i++; }
         else return cli_fail("score: unknown option '%s'", a);
     }
