@@ -76,11 +76,12 @@ check "prompt + max_tokens over the context -> 400 context_length_exceeded ($ST)
 check "... naming max_tokens" [ "$(jq -r .error.param "$TMP/body")" = max_tokens ]
 
 # ---- pending requests (--queue 1) ----------------------------------------------------------
+# 300 tokens each, so the first is still running when the fifth arrives even on a quiet machine
 for i in 1 2 3 4 5; do
     curl -s -D "$TMP/qh$i" -o "$TMP/qb$i" -w '%{http_code}\n' --max-time 60 $Q/v1/completions \
-        -d '{"prompt":"static int","max_tokens":40,"temperature":0,"specdec":{"ignore_eos":true}}' >"$TMP/qs$i" &
+        -d '{"prompt":"static int","max_tokens":300,"temperature":0,"specdec":{"ignore_eos":true}}' >"$TMP/qs$i" &
     pids+=($!)
-    sleep 0.05
+    sleep 0.02
 done
 wait "${pids[@]}"
 n200=$(cat "$TMP"/qs* | grep -c '^200$'); n503=$(cat "$TMP"/qs* | grep -c '^503$')
