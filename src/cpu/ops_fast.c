@@ -178,10 +178,8 @@ typedef struct mm_job {
 
 static void mm_task(void *arg, int ith, int nth) {
     mm_job *j = (mm_job *)arg;
-    int rows = j->a.W->rows;
-    /* contiguous row ranges, boundaries on multiples of 8 rows */
-    int r0 = (int)(((long long)rows * ith / nth) & ~7LL);
-    int r1 = ith == nth - 1 ? rows : (int)(((long long)rows * (ith + 1) / nth) & ~7LL);
+    int r0, r1;   /* row ranges on multiples of 8 rows */
+    sd_pool_rows(j->a.W->rows, ith, nth, 8, &r0, &r1);
     if (r1 > r0) j->isa->mm_rows(&j->a, r0, r1);
 }
 

@@ -166,10 +166,8 @@ typedef struct i8_job {
 
 static void i8_task(void *arg, int ith, int nth) {
     i8_job *j = (i8_job *)arg;
-    int rows = j->a.W->rows;
-    /* contiguous ranges on multiples of 16 rows; each row is computed whole by one thread */
-    int r0 = (int)(((long long)rows * ith / nth) & ~15LL);
-    int r1 = ith == nth - 1 ? rows : (int)(((long long)rows * (ith + 1) / nth) & ~15LL);
+    int r0, r1;   /* ranges on multiples of 16 rows; each row is computed whole by one thread */
+    sd_pool_rows(j->a.W->rows, ith, nth, 16, &r0, &r1);
     if (r1 > r0) j->rows(&j->a, r0, r1);
 }
 
