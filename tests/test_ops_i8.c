@@ -115,6 +115,33 @@ static void test_level(const sd_ops *F, const char *lvl) {
             test_kind(F, lvl, rows, widths8[wi], 8, 64, dts[d]);
         }
     test_kind(F, lvl, 19, 1024, 8, 128, SPECDEC_DTYPE_BF16);
+    /* every step count the AVX-512 kernel compiles as a constant (1..8 steps in one 16-group
+     * window, bf16 scales), with an odd row count so the last row pairs with itself */
+    static const int ns4[] = {256, 512, 896, 1024}, ns8[] = {128, 256, 448, 512};
+    for (int i = 0; i < 4; i++) {
+        test_kind(F, lvl, 21 + 2 * i, ns4[i], 4, 64, SPECDEC_DTYPE_BF16);
+        test_kind(F, lvl, 21 + 2 * i, ns8[i], 8, 64, SPECDEC_DTYPE_BF16);
+    }
+}
+
+/* A matrix larger than the caches (the AVX-512 kernel prefetches those; the last tile reads its group
+ * values from a padded copy): the reference's bits at T = 1, 2, 5 on 1 and 2 threads. */
+static void test_large(const sd_ops *F, const char *lvl) {
+    const int rows = 20011, cols = 384, T = 5;
+    tmat W = make_mat(rows, cols, 4, 64, SPECDEC_DTYPE_BF16);
+    float *x = malloc(sizeof(float) * (size_t)T * cols);
+    float *yr = malloc(sizeof(float) * (size_t)T * rows), *y = malloc(sizeof(float) * (size_t)T * rows);
+    for (int i = 0; i < T * cols; i++) x[i] = rndf(0.0f, 1.0f);
+    sd_i8_matmul_ref(&W.m, x, cols, yr, rows, T);
+    static const int Ts[] = {1, 2, 5};
+    for (int k = 0; k < 3; k++)
+        for (int th = 1; th <= 2; th++) {
+            F->matmul_i8(&W.m, x, cols, y, rows, Ts[k], pools[th]);
+            CHECK(memcmp(y, yr, sizeof(float) * (size_t)Ts[k] * rows) == 0, "%s large %dx%d T=%d threads=%d: not the reference's bits",
+                  lvl, rows, cols, Ts[k], th);
+        }
+    free(x); free(y); free(yr);
+    free_mat(&W);
 }
 
 /* Shapes the int8 path does not take give, through the backend, the f32 result. */
@@ -154,6 +181,7 @@ int main(void) {
         if (!F) { fprintf(stderr, "level %s: not supported here, skipped\n", levels[i]); continue; }
         fprintf(stderr, "level %s\n", levels[i]);
         test_level(F, levels[i]);
+        if (strcmp(levels[i], "scalar") != 0) test_large(F, levels[i]);
         if (strcmp(levels[i], "avx2") == 0 || strcmp(levels[i], "neon") == 0) {
             /* the form without a dot-product instruction too (maddubs / smull), where VNNI / sdot
              * took its place */
