@@ -16,7 +16,7 @@
 #             with >= 2 GPUs spec == classic at --tp 2/4 and decode ms/token at --tp 1/2/4(/8) on the
 #             inflated 32B shape with the all-reduce's share (tp.log, tp_decode_32b.tsv)
 #   sanitize  compute-sanitizer memcheck and racecheck on test_cuda
-#   bench     bench_cuda (kernels against the copy bandwidth of the same run)
+#   bench     bench_cuda (kernels against the copy bandwidth of the same run; BENCH_ARGS, e.g. --quick)
 #   spec      specdec bench of the embedded pair on the CUDA backend (classic vs MTP, interleaved)
 #   peer      llama.cpp CUDA built from .peers (the pinned tarball of ../shared/peers, carried),
 #             llama-bench on the embedded target as Q4_0, side by side with specdec
@@ -165,7 +165,7 @@ PY
 fi
 
 if has bench; then
-  [ -x build-gpu/bench_cuda ] && { run_to 500 "$OUT/bench_cuda.md" build-gpu/bench_cuda; log "bench_cuda: $(tail -1 "$OUT/bench_cuda.md")"; }
+  [ -x build-gpu/bench_cuda ] && { run_to 500 "$OUT/bench_cuda.md" build-gpu/bench_cuda ${BENCH_ARGS:-}; log "bench_cuda: $(tail -1 "$OUT/bench_cuda.md")"; }
 fi
 
 if has spec; then
