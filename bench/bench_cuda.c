@@ -177,8 +177,11 @@ static void measure_bw(void) {
 
 /* ---- weights ---- */
 
-typedef struct fmt { const char *name; int bits, group; } fmt;
-static const fmt FMTS[] = {{"q4g64", 4, 64}, {"q8g64", 8, 64}, {"bf16", 0, 0}};
+/* int8: the matmuls on int8 activations (precision int8) */
+typedef struct fmt { const char *name; int bits, group, int8; } fmt;
+static const fmt FMTS[] = {{"q4g64", 4, 64, 0}, {"q8g64", 8, 64, 0}, {"bf16", 0, 0, 0},
+                           {"q4g64 int8", 4, 64, 1}, {"q8g64 int8", 8, 64, 1}};
+enum { NFMTS = sizeof FMTS / sizeof FMTS[0] };
 
 static sd_mat make_mat(int rows, int cols, const fmt *f) {
     sd_mat m;
@@ -265,6 +268,7 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
     const int cols[6] = {sh->H, sh->H, sh->nh * sh->hd, sh->H, sh->I, sh->H};
     const int per_layer[6] = {1, 2, 1, 2, 1, 0};
     double step_t = 0, step_old = 0, step_floor = 0;
+    sd_cuda_set_int8(G, f->int8);
     printf("| %s %s | rows x cols | MB | T | tiled us median (min-max) | us median (min-max) | GB/s | x floor | x T=1 | "
            "tiled / this |\n", sh->name, f->name);
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -303,6 +307,7 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
     printf("\n%s %s: matmuls of one decode step (T = 1, %d layers + LM head): %.3f ms (tiled kernel %.3f ms), "
            "floor %.3f ms, x %.2f (tiled x %.2f)\n\n", sh->name, f->name, sh->layers, 1e3 * step_t, 1e3 * step_old,
            1e3 * step_floor, step_t / step_floor, step_old / step_floor);
+    sd_cuda_set_int8(G, 0);
     G->i->release(G, x);
     G->i->release(G, y);
 }
@@ -314,7 +319,10 @@ static void bench_lm_argmax(void) {
            "|---|---|---|---|---|---|\n", VOCAB);
     float *x = drandom((size_t)4 * 4096, 1.0f), *y = dalloc((size_t)4 * VOCAB * sizeof(float));
     int32_t *out = dalloc(64);
-    for (int fi = 0; fi < 3; fi += 2) {
+    const int fl[] = {0, 3, 2};   /* q4 f32, q4 int8, bf16 */
+    for (int k = 0; k < 3; k++) {
+        const int fi = fl[k];
+        sd_cuda_set_int8(G, FMTS[fi].int8);
         sd_mat w = make_mat(VOCAB, 4096, &FMTS[fi]);
         for (int T = 1; T <= 4; T += 3) {
             mm_ctx a = {&w, 1, x, y, T, 2, out}, b = {&w, 1, x, y, T, 1, out};
@@ -325,6 +333,7 @@ static void bench_lm_argmax(void) {
         }
         free_mat(&w);
     }
+    sd_cuda_set_int8(G, 0);
     printf("\n");
     G->i->release(G, x);
     G->i->release(G, y);
@@ -537,11 +546,12 @@ int main(int argc, char **argv) {
     if (quick) {   /* the short tables first, then the 8B shape before the embedded one */
         bench_attention();
         bench_lm_argmax();
+        const int fq[] = {0, 3, 2};   /* q4 f32, q4 int8, bf16 */
         for (int k = 0; k < 2; k++)
-            for (int fi = 0; fi < 3; fi += 2) bench_matmul(&SHAPES[k ? 0 : 2], &FMTS[fi], Tq, 5);
+            for (int fi = 0; fi < 3; fi++) bench_matmul(&SHAPES[k ? 0 : 2], &FMTS[fq[fi]], Tq, 5);
     } else {
         for (int si = 0; si < 4; si++)
-            for (int fi = 0; fi < 3; fi++) bench_matmul(&SHAPES[si], &FMTS[fi], Tall, 7);
+            for (int fi = 0; fi < NFMTS; fi++) bench_matmul(&SHAPES[si], &FMTS[fi], Tall, 7);
         bench_lm_argmax();
         bench_attention();
     }

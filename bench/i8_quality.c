@@ -3,7 +3,7 @@
  * score that same sequence (prompt + continuation, teacher-forced) and, at every continuation
  * position, we compare the next-token distributions: top-1 agreement, KL(p_f32 || p_int8) in
  * nats (softmax at temperature 1), and where int8's own greedy decode first leaves f32's.
- * Usage: i8_quality MODEL_DIR PROMPTS.jsonl [N=32] [max_prompts=64] [threads=2] */
+ * Usage: i8_quality MODEL_DIR PROMPTS.jsonl [N=32] [max_prompts=64] [threads=2] [backend=cpu] */
 #include "specdec.h"
 #include <jansson.h>
 #include <math.h>
@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char *g_backend = "cpu";
+
 static specdec_ctx *mk(const specdec_model *m, specdec_precision p, int threads) {
     specdec_ctx_params cp = specdec_ctx_default_params();
-    cp.backend = "cpu";
+    cp.backend = g_backend;
     cp.precision = p;
     cp.n_threads = threads;
     specdec_ctx *c = NULL;
@@ -67,7 +69,8 @@ static double kl(const float *p_logit, const float *q_logit, int V) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) { fprintf(stderr, "usage: i8_quality MODEL_DIR PROMPTS.jsonl [N] [max_prompts] [threads]\n"); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: i8_quality MODEL_DIR PROMPTS.jsonl [N] [max_prompts] [threads] [backend]\n"); return 2; }
+    if (argc > 6) g_backend = argv[6];
     int N = argc > 3 ? atoi(argv[3]) : 32, maxp = argc > 4 ? atoi(argv[4]) : 64, th = argc > 5 ? atoi(argv[5]) : 2;
     specdec_err err;
     specdec_model *m = NULL;

@@ -11,19 +11,23 @@
 #   test      test_backend_ops (every op of every backend, CUDA included), test_cuda,
 #             test_cuda_kernels (every op against the scalar reference, bitwise invariance T = 1..64)
 #   exact     tests/gpu/exact.sh: speculative == classic on the CUDA backend for every drafter,
-#             K = 2..16, greedy and seeded
+#             K = 2..16, greedy and seeded, at precision f32 and int8
 #   tp        tests/gpu/tp.sh: --tp 1 through NCCL == the plain CUDA backend (greedy, spec == classic);
 #             with >= 2 GPUs spec == classic at --tp 2/4 and decode ms/token at --tp 1/2/4(/8) on the
 #             inflated 32B shape with the all-reduce's share (tp.log, tp_decode_32b.tsv)
 #   sanitize  compute-sanitizer memcheck and racecheck on test_cuda
-#   bench     bench_cuda (kernels against the copy bandwidth of the same run)
+#   bench     bench_cuda (kernels against the copy bandwidth of the same run; BENCH_ARGS, e.g. --quick)
 #   spec      specdec bench of the embedded pair on the CUDA backend (classic vs MTP, interleaved)
 #   peer      llama.cpp CUDA built from .peers (the pinned tarball of ../shared/peers, carried),
 #             llama-bench on the embedded target as Q4_0, side by side with specdec
 #   scale     the embedded pair inflated to the Qwen3 1.7B / 8B / 32B shapes (specdec inflate),
 #             classic and speculative decode there, greedy agreement with the embedded target, and
 #             llama.cpp on random-weight Q4_0 models of the same shapes (SCALE_PROMPTS prompts,
-#             default 4, SCALE_N tokens, default 64; SCALE_SHAPES, default all three)
+#             default 4, SCALE_N tokens, default 64; SCALE_SHAPES, default all three; SCALE_ARGS, more
+#             options of specdec bench, e.g. --precision int8)
+#   int8      precision int8 against f32 on the CUDA backend: bench/i8_quality (top-1 agreement and KL
+#             on 64 held-out prompts), then bench/ab_binaries.sh with the two precisions as its arms,
+#             classic and MTP interleaved, on the embedded target and the inflated 8B shape
 #   decide    the decisions only scale can make, on the inflated 8B shape, each arm interleaved in
 #             one specdec bench: the reduced draft vocabulary at 8k / 16k / 32k against the full
 #             head, the verify's projected rows capped at 2 and 3 against K + 1, and the 4-bit MTP
@@ -91,8 +95,24 @@ if has test; then
 fi
 
 if has exact; then
-  if run_to 420 "$OUT/exact.log" bash tests/gpu/exact.sh "$BIN" cuda; then log "exact: ok ($(tail -2 "$OUT/exact.log" | head -1))"
-  else log "exact: FAILED"; grep -m12 "FAIL" "$OUT/exact.log" | tee -a "$SUM"; fi
+  for prec in f32 int8; do
+    if EXACT_ARGS="--precision $prec" run_to 420 "$OUT/exact_$prec.log" bash tests/gpu/exact.sh "$BIN" cuda; then
+      log "exact $prec: ok ($(tail -2 "$OUT/exact_$prec.log" | head -1))"
+    else log "exact $prec: FAILED"; grep -m12 "FAIL" "$OUT/exact_$prec.log" | tee -a "$SUM"; fi
+  done
+fi
+
+if has int8; then   # precision int8 against f32 on the GPU: quality, then speed interleaved in one run
+  run_to 300 "$OUT/i8_quality_embedded.txt" build-gpu/i8_quality "$M" tests/data/prompts/heldout.jsonl 32 64 1 cuda
+  log "int8 quality embedded: $(grep -m2 'top-1\|KL' "$OUT/i8_quality_embedded.txt" | tr '\n' ' ')"
+  D=/tmp/inflated-qwen3-8b
+  [ -d "$D" ] || run_to 400 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$D" --shape qwen3-8b || log "inflate 8b FAILED"
+  for m in "$M" "$D"; do
+    tag=$(basename "$m"); np=4; r=5; [ "$m" = "$D" ] && { np=2; r=3; }
+    OLD_ARGS="--backend cuda --precision f32" NEW_ARGS="--backend cuda --precision int8" TEXT_MAY_DIFFER=1 \
+      run_to 500 "$OUT/ab_int8_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
+    log "int8 / f32 $tag: $(grep '^| p' "$OUT/ab_int8_$tag.md" | cut -d'|' -f2,3,6 | tr -s ' ' | tr '\n' ';')"
+  done
 fi
 
 if has tp; then
@@ -145,7 +165,7 @@ PY
 fi
 
 if has bench; then
-  [ -x build-gpu/bench_cuda ] && { run_to 500 "$OUT/bench_cuda.md" build-gpu/bench_cuda; log "bench_cuda: $(tail -1 "$OUT/bench_cuda.md")"; }
+  [ -x build-gpu/bench_cuda ] && { run_to 500 "$OUT/bench_cuda.md" build-gpu/bench_cuda ${BENCH_ARGS:-}; log "bench_cuda: $(tail -1 "$OUT/bench_cuda.md")"; }
 fi
 
 if has spec; then
@@ -172,7 +192,7 @@ if has scale; then
     [ -d "$D" ] || run_to 400 "$OUT/inflate_$shape.log" "$BIN" inflate "$M" "$D" --shape $shape || { log "inflate $shape FAILED"; continue; }
     "$BIN" info -m "$D" --backend cuda > "$OUT/info_$shape.txt" 2>&1
     run_to 400 "$OUT/bench_$shape.md" "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/prompts_scale.jsonl \
-      -n "$SCALE_N" --block-size 4 --repeats 5 --ignore-eos && log "specdec bench $shape K=4: $(grep -m1 'median speedup' "$OUT/bench_$shape.md")"
+      -n "$SCALE_N" --block-size 4 --repeats 5 --ignore-eos ${SCALE_ARGS:-} && log "specdec bench $shape K=4: $(grep -m1 'median speedup' "$OUT/bench_$shape.md")"
     if [ -x /tmp/peer-cuda/bin/llama-bench ]; then
       python3 .peers/gguf_random_shape.py $shape "$M" /tmp/$shape-q4_0.gguf > "$OUT/peer_$shape.log" 2>&1
       run_to 300 "$OUT/peer_$shape.md" /tmp/peer-cuda/bin/llama-bench -m /tmp/$shape-q4_0.gguf -p 0 -n 128 -ngl 99 -fa 1 -r 5 -o md

@@ -46,40 +46,44 @@ static int32_t host_argmax(const float *v, int n) {
     return best < 0 ? 0 : best;
 }
 
-static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int group) {
+/* The backends of precision int8 (NULL until main makes them): the CUDA one and the scalar
+ * reference, whose int8 matmul quantizes x the same way (block scale, codes) but sums in its
+ * own order, so they agree within rounding. */
+static sd_backend *G8, *R8;
+
+/* One backend pair's matmul over h: every token alone into one (T x rows), within the rounding
+ * bound of r, bitwise equal at every T, tiled == gemv, and the fused LM head's argmax. */
+static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float *dx, int ldx, const char *what,
+                    float *one) {
     enum { TMAX = 64 };
-    hmat h = hmat_make(rows, cols, dt, bits, group, true);
-    const int ldx = cols + 3, ldy = rows + 1;
-    const size_t nx = (size_t)TMAX * ldx, ny = (size_t)TMAX * ldy;
-    float *x = malloc(nx * 4), *y = malloc(ny * 4), *yref = malloc(ny * 4), *one = malloc((size_t)TMAX * rows * 4);
+    const int rows = h->m.rows, cols = h->m.cols, ldy = rows + 1;
+    const size_t ny = (size_t)TMAX * ldy;
+    float *y = malloc(ny * 4), *yref = malloc(ny * 4);
     double *mag = malloc(sizeof(double) * (size_t)TMAX * rows);
-    fill_normal(x, nx, 1.0f);
-    float *dx = dput(x, nx * 4), *dy = dput(NULL, ny * 4);
+    float *dy = dput(NULL, ny * 4);
     int32_t *dout = dput(NULL, TMAX * 4), out[TMAX];
-    char what[96];
-    snprintf(what, sizeof what, "matmul %dx%d %s %d-bit g%d", rows, cols, specdec_dtype_name(dt), bits, group);
 
     for (int t = 0; t < TMAX; t++) {   /* every row alone */
-        CHECK_OP(G, G->i->matmul(G, &h.d, dx + (size_t)t * ldx, ldx, dy, ldy, 1), what);
+        CHECK_OP(g, g->i->matmul(g, &h->d, dx + (size_t)t * ldx, ldx, dy, ldy, 1), what);
         dget(one + (size_t)t * rows, dy, (size_t)rows * 4);
     }
-    CHECK_OP(R, R->i->matmul(R, &h.m, x, ldx, yref, ldy, TMAX), "reference matmul");
-    mm_mag(&h.m, x, ldx, TMAX, mag);
+    CHECK_OP(r, r->i->matmul(r, &h->m, x, ldx, yref, ldy, TMAX), "reference matmul");
+    mm_mag(&h->m, x, ldx, TMAX, mag);
     int bad = 0;
     const double u = 6e-8 * (cols / 8 + 64);   /* unit roundoff times a bound on any term's depth */
     for (int t = 0; t < TMAX; t++)
-        for (int r = 0; r < rows; r++) {
-            double d = fabs((double)one[(size_t)t * rows + r] - (double)yref[(size_t)t * ldy + r]);
-            if (!(d <= u * mag[(size_t)t * rows + r] + 1e-30) && bad++ < 3)
-                CHECK(0, "%s: row %d token %d: %.9g vs reference %.9g", what, r, t, (double)one[(size_t)t * rows + r],
-                      (double)yref[(size_t)t * ldy + r]);
+        for (int i = 0; i < rows; i++) {
+            double d = fabs((double)one[(size_t)t * rows + i] - (double)yref[(size_t)t * ldy + i]);
+            if (!(d <= u * mag[(size_t)t * rows + i] + 1e-30) && bad++ < 3)
+                CHECK(0, "%s: row %d token %d: %.9g vs reference %.9g", what, i, t, (double)one[(size_t)t * rows + i],
+                      (double)yref[(size_t)t * ldy + i]);
         }
     CHECK(bad == 0, "%s: %d values off the reference", what, bad);
 
     const int Ts[] = {2, 3, 4, 5, 8, 9, 17, 33, 64};
     for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
         const int T = Ts[k];
-        CHECK_OP(G, G->i->matmul(G, &h.d, dx, ldx, dy, ldy, T), what);
+        CHECK_OP(g, g->i->matmul(g, &h->d, dx, ldx, dy, ldy, T), what);
         dget(y, dy, (size_t)T * ldy * 4);
         int diff = 0;
         for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
@@ -90,7 +94,7 @@ static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int grou
 #ifdef SPECDEC_HAVE_CUDA
     sd_cuda_matmul_legacy(1);
     for (int T = 1; T <= 8; T += 3) {
-        CHECK_OP(G, G->i->matmul(G, &h.d, dx, ldx, dy, ldy, T), what);
+        CHECK_OP(g, g->i->matmul(g, &h->d, dx, ldx, dy, ldy, T), what);
         dget(y, dy, (size_t)T * ldy * 4);
         int diff = 0;
         for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
@@ -101,13 +105,13 @@ static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int grou
 
     /* fused LM head: plain and through a map (row r -> token 7 * r + 1) */
     int32_t *map = malloc(sizeof(int32_t) * (size_t)rows);
-    for (int r = 0; r < rows; r++) map[r] = 7 * r + 1;
+    for (int i = 0; i < rows; i++) map[i] = 7 * i + 1;
     int32_t *dmap = dput(map, sizeof(int32_t) * (size_t)rows);
     const int Tl[] = {1, 3, 8, 64};
     for (size_t k = 0; k < sizeof Tl / sizeof Tl[0]; k++)
         for (int use_map = 0; use_map < 2; use_map++) {
             const int T = Tl[k];
-            CHECK_OP(G, G->i->lm_argmax(G, &h.d, dx, ldx, T, use_map ? dmap : NULL, dout), "lm_argmax");
+            CHECK_OP(g, g->i->lm_argmax(g, &h->d, dx, ldx, T, use_map ? dmap : NULL, dout), "lm_argmax");
             dget(out, dout, (size_t)T * 4);
             for (int t = 0; t < T; t++) {
                 int32_t a = host_argmax(one + (size_t)t * rows, rows);
@@ -117,10 +121,33 @@ static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int grou
         }
     dfree(dmap);
     free(map);
-    dfree(dx);
     dfree(dy);
     dfree(dout);
-    free(x); free(y); free(yref); free(one); free(mag);
+    free(y); free(yref); free(mag);
+}
+
+static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int group) {
+    enum { TMAX = 64 };
+    hmat h = hmat_make(rows, cols, dt, bits, group, true);
+    const int ldx = cols + 3;
+    const size_t nx = (size_t)TMAX * ldx;
+    float *x = malloc(nx * 4), *one = malloc((size_t)TMAX * rows * 4), *one8 = malloc((size_t)TMAX * rows * 4);
+    fill_normal(x, nx, 1.0f);
+    float *dx = dput(x, nx * 4);
+    char what[128];
+    snprintf(what, sizeof what, "matmul %dx%d %s %d-bit g%d", rows, cols, specdec_dtype_name(dt), bits, group);
+    mm_case(G, R, &h, x, dx, ldx, what, one);
+    if (G8) {
+        /* int8 activations where the rule takes the matrix; elsewhere the f32 path's very bits */
+        const bool takes = sd_i8_applies(&h.m);
+        snprintf(what, sizeof what, "int8 matmul %dx%d %s %d-bit g%d", rows, cols, specdec_dtype_name(dt), bits, group);
+        mm_case(G8, R8, &h, x, dx, ldx, what, one8);
+        const bool same = same_bits(one, one8, (size_t)TMAX * rows * 4);
+        CHECK(takes ? !same : same, "%s: the rule %s the matrix but its values %s the f32 path's", what,
+              takes ? "takes" : "leaves", same ? "equal" : "differ from");
+    }
+    dfree(dx);
+    free(x); free(one); free(one8);
     hmat_free(&h);
 }
 
@@ -306,6 +333,32 @@ int main(void) {
     test_matmul(50, 256, SPECDEC_DTYPE_BF16, 4, 64);   /* 8 chunks a row: 8 lanes a row in the gemv kernel */
     test_matmul(16000, 256, SPECDEC_DTYPE_F32, 4, 32);  /* more row blocks than blocks: the grid-stride walk */
     test_matmul(16400, 384, SPECDEC_DTYPE_BF16, 4, 64); /* an LM head's shape: the gemv kernel's 8-row units */
+    /* precision int8: the same calls on int8 activations (the shapes the rule leaves keep f32) */
+    sd_backend_opts o8;
+    memset(&o8, 0, sizeof o8);
+    o8.precision = SD_PRECISION_INT8;
+    o8.reference = true;
+    o8.n_threads = 2;
+    CHECK(sd_backend_cpu_new(&o8, &R8, &E) == SPECDEC_OK, "int8 reference backend: %s", E.msg);
+    memset(&o8, 0, sizeof o8);
+    o8.precision = SD_PRECISION_INT8;
+    CHECK(sd_backend_create("cuda", &o8, &G8, &E) == SPECDEC_OK, "int8 cuda backend: %s", E.msg);
+    if (G8 && R8) {
+        fprintf(stderr, "test_cuda_kernels: %s\n", G8->i->kernels(G8));
+        test_matmul(257, 4096, SPECDEC_DTYPE_BF16, 4, 64);
+        test_matmul(40, 12288, SPECDEC_DTYPE_BF16, 4, 64);  /* several column tiles in the tiled kernel */
+        test_matmul(33, 256, SPECDEC_DTYPE_F16, 8, 128);
+        test_matmul(100, 2048, SPECDEC_DTYPE_F32, 8, 64);
+        test_matmul(129, 192, SPECDEC_DTYPE_BF16, 8, 64);    /* 8-bit: the last 128-column quad half full */
+        test_matmul(2000, 384, SPECDEC_DTYPE_F16, 4, 128);
+        test_matmul(16400, 384, SPECDEC_DTYPE_BF16, 4, 64);
+        test_matmul(50, 256, SPECDEC_DTYPE_BF16, 4, 64);     /* 8 lanes a row in the gemv kernel */
+        test_matmul(70, 384, SPECDEC_DTYPE_BF16, 4, 32);     /* group 32: the rule leaves it to f32 */
+        test_matmul(64, 130, SPECDEC_DTYPE_BF16, 0, 0);      /* dense: f32 */
+    }
+    if (G8) sd_backend_free(G8);
+    if (R8) sd_backend_free(R8);
+    G8 = R8 = NULL;
     test_embed(500, 384, SPECDEC_DTYPE_BF16, 4, 64);
     test_embed(300, 256, SPECDEC_DTYPE_F32, 8, 32);
     test_embed(200, 96, SPECDEC_DTYPE_F16, 0, 0);

@@ -80,6 +80,13 @@ void sd_be_key_sampling(const specdec_sampling_params *p, uint64_t out[4]) {
     out[0] = t; out[1] = p->seed; out[2] = (uint64_t)(uint32_t)p->top_k << 32 | tp; out[3] = mp;
 }
 
+bool sd_i8_applies(const sd_mat *W) {
+    if (W->bits != 4 && W->bits != 8) return false;
+    if (W->group < 64 || W->group % 64 != 0) return false;
+    const int step = W->bits == 4 ? 128 : 64;
+    return W->cols > 0 && W->cols % step == 0 && W->cols <= 32768;
+}
+
 specdec_status sd_be_upload_mat(sd_backend *b, const sd_mat *host, const char *name, sd_mat *dst, specdec_err *err) {
     *dst = *host;
     dst->w = dst->scales = dst->biases = NULL;

@@ -199,6 +199,11 @@ typedef struct sd_backend_opts {
 
 enum { SD_PRECISION_DEFAULT = 0, SD_PRECISION_F32 = 1, SD_PRECISION_INT8 = 2 };
 
+/* Whether precision int8 covers W: affine 4- or 8-bit codes, a group that is a multiple of 64,
+ * cols a whole number of 128 (4-bit) or 64 (8-bit) columns and at most 32768. One rule for every
+ * backend, so a model runs the same matrices on int8 activations on each (the others keep f32). */
+bool sd_i8_applies(const sd_mat *W);
+
 /* Create the backend called `name` ("auto", "cpu", "cuda", ...). An unknown or unavailable name is
  * SPECDEC_ERR_INVALID_ARG / SPECDEC_ERR_UNSUPPORTED with a message listing those built in. */
 specdec_status sd_backend_create(const char *name, const sd_backend_opts *o, sd_backend **out, specdec_err *err);

@@ -548,8 +548,9 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
             cudaGetLastError();
         }
     }
-    snprintf(c->kernels, sizeof c->kernels, "sm_%d%d (%.80s, %d SMs)", prop.major, prop.minor, prop.name,
-             prop.multiProcessorCount);
+    c->i8 = o && (o->precision == SD_PRECISION_INT8 || (o->precision == SD_PRECISION_DEFAULT && CU_DEFAULT_INT8));
+    snprintf(c->kernels, sizeof c->kernels, "sm_%d%d (%.80s, %d SMs)%s", prop.major, prop.minor, prop.name,
+             prop.multiProcessorCount, c->i8 ? " int8" : "");
     c->b.i = &cuda_i;
     c->b.impl = c;
     c->b.name = "cuda";
@@ -564,3 +565,10 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
 }
 
 cudaStream_t sd_cuda_stream(sd_backend *b) { return cu_of(b)->dev.stream; }
+
+void sd_cuda_set_int8(sd_backend *b, int on) {
+    cuda_be *c = cu_of(b);
+    c->i8 = on != 0;
+    snprintf(c->kernels + strcspn(c->kernels, ")") + 1, sizeof c->kernels - strcspn(c->kernels, ")") - 1, "%s",
+             c->i8 ? " int8" : "");
+}

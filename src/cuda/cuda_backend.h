@@ -19,6 +19,10 @@ cudaStream_t sd_cuda_stream(sd_backend *b);
  * either way, only the speed differs. Read when an op is issued (a recording keeps its kernel). */
 void sd_cuda_matmul_legacy(int on);
 
+/* Benchmarks: switch backend b (name "cuda") between precision f32 (0) and int8 (1) for the ops
+ * issued from now on (a recording keeps the kernels it was made with). */
+void sd_cuda_set_int8(sd_backend *b, int on);
+
 /* Runs, on the CPU, the very __host__ __device__ functions the kernels use (Philox bits, the
  * libm-free log and Gumbel transform, the underflow boundary of the sampler, the 16-bit float
  * conversions, the in-place decoding of 4- and 8-bit codes, the unfiltered sampler's per-token

@@ -8,6 +8,8 @@
 #include "backend/backend.h"
 #include "cuda/dev.h"
 
+/* precision default (SD_PRECISION_DEFAULT): 1 int8 activations, 0 f32 */
+#define CU_DEFAULT_INT8 0
 #define CU_MAX_GRAPHS 64   /* recordings kept; the least recently replayed one is dropped */
 
 /* A device buffer that only grows. */
@@ -30,6 +32,7 @@ typedef struct cuda_be {
     char dev_name[96];
     char kernels[160];
     sdc_dev dev;                  /* stream, SM count, matmul shared-memory budget */
+    bool i8;                      /* precision int8: the matrices sd_i8_applies takes use int8 activations */
     /* pinned host staging */
     unsigned char *ring;          /* write: a ring, reused from its start after a stream sync */
     size_t ring_cap, ring_off;

@@ -72,7 +72,8 @@ static specdec_status mm_params(cuda_be *c, const char *op, const sd_mat *W, con
     if (!W->scales || !W->biases) return BAD(c, SPECDEC_ERR_INVALID_ARG, "%s: quantized weights without scales/biases", op);
     p->sdt = fdt(W->dtype);
     if (p->sdt < 0) return BAD(c, SPECDEC_ERR_UNSUPPORTED, "%s: scales of dtype %s", op, specdec_dtype_name(W->dtype));
-    p->fmt = W->bits == 4 ? SDC_MM_Q4 : SDC_MM_Q8;
+    if (c->i8 && sd_i8_applies(W)) p->fmt = W->bits == 4 ? SDC_MM_Q4I : SDC_MM_Q8I;
+    else p->fmt = W->bits == 4 ? SDC_MM_Q4 : SDC_MM_Q8;
     p->scales = W->scales;
     p->biases = W->biases;
     p->group = W->group;

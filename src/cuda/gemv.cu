@@ -39,14 +39,14 @@ template <int FMT, int TT, bool LMA, bool NARROW>
 __global__ void __launch_bounds__(GV_THREADS) gv_kernel(const sdc_mm_params p, const int lg, const int tile_ch,
                                                         const int nrb) {
     using F = Fmt<FMT>;
-    constexpr int E = F::E, Q = E / 4, R = GvShape<TT, NARROW>::R, D = GvShape<TT, NARROW>::D;
+    constexpr int E = F::E, R = GvShape<TT, NARROW>::R, D = GvShape<TT, NARROW>::D;
     extern __shared__ float4 gv_smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int lpr = 1 << lg, ll = lane & (lpr - 1), sub = lane >> lg, urows = R << (5 - lg);
-    const int nch = (p.cols + E - 1) / E, xt4 = tile_ch * Q, nk = (nch + lpr - 1) >> lg;
+    const int nch = (p.cols + E - 1) / E, xt4 = tile_ch * F::XG, nk = (nch + lpr - 1) >> lg;
     float4 *xs = gv_smem;
     float *sx = (float *)(gv_smem + TT * xt4);
-    sdc_best *wb = (sdc_best *)(sx + (F::QUANT ? TT * tile_ch : 0));   /* LMA: (nw, T) */
+    sdc_best *wb = (sdc_best *)(sx + TT * tile_ch * F::SF);   /* LMA: (nw, T) */
     const size_t rowbytes = F::QUANT ? (size_t)p.cols * F::BITS / 8 : (size_t)p.cols * F::ES;
     const int ngroups = F::QUANT ? p.cols / p.group : 0;
 
@@ -146,11 +146,11 @@ template <bool LMA> gv_fn gv_pick(int fmt, int ti) {
     case SDC_MM_BF16: return gv_pick_tt<SDC_MM_BF16, LMA>(ti);
     case SDC_MM_Q4: return gv_pick_tt<SDC_MM_Q4, LMA>(ti);
     case SDC_MM_Q8: return gv_pick_tt<SDC_MM_Q8, LMA>(ti);
+    case SDC_MM_Q4I: return gv_pick_tt<SDC_MM_Q4I, LMA>(ti);
+    case SDC_MM_Q8I: return gv_pick_tt<SDC_MM_Q8I, LMA>(ti);
     default: return nullptr;
     }
 }
-
-int gv_e(int fmt) { return fmt == SDC_MM_Q4 ? 32 : fmt == SDC_MM_Q8 ? 16 : fmt == SDC_MM_F32 ? 4 : 8; }
 
 } // namespace
 
@@ -170,8 +170,8 @@ extern "C" int sdc_gv_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
                                cudaError_t *e) {
     *e = cudaSuccess;
     if (p->T < 1 || p->T > SDC_GV_MAX_T || p->rows < 1) return 0;
-    const bool quant = p->fmt == SDC_MM_Q4 || p->fmt == SDC_MM_Q8;
-    const int E = gv_e(p->fmt), Q = E / 4, nch = (p->cols + E - 1) / E;
+    const bool quant = sdc_mm_quant(p->fmt);
+    const int E = sdc_mm_chunk_cols(p->fmt), nch = (p->cols + E - 1) / E;
     const int ti0 = p->T <= 1 ? 0 : p->T <= 2 ? 1 : p->T <= 4 ? 2 : 3, TT = 1 << ti0;
     pl->lg = nch <= 8 ? 3 : nch <= 16 ? 4 : 5;   /* from cols and the format only */
     /* NARROW only for the many-row LM heads: on small matrices its 8-row units left too few warps
@@ -188,7 +188,7 @@ extern "C" int sdc_gv_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
     long best = -1;
     for (int nw = 8; nw >= 4; nw >>= 1) {
         const long nrb = (units + nw - 1) / nw;
-        const long smem = (long)TT * pl->tile_ch * Q * 16 + (quant ? (long)TT * pl->tile_ch * 4 : 0) +
+        const long smem = (long)TT * pl->tile_ch * sdc_mm_stage_bytes(p->fmt) +
                           (lma ? (long)nw * p->T * (long)sizeof(sdc_best) : 0);
         if (smem > bytes) continue;
         int per_sm = 0;

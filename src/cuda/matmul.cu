@@ -59,13 +59,13 @@ constexpr int MM_LMA_MAX_T = SDC_LMA_MAX_T;       /* tokens of one fused LM head
 template <int FMT, int TT, bool LMA>
 __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, const int tile_ch, const int nrb) {
     using F = Fmt<FMT>;
-    constexpr int E = F::E, Q = E / 4;
+    constexpr int E = F::E;
     extern __shared__ float4 mm_smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int nch = (p.cols + E - 1) / E, xt4 = tile_ch * Q;
+    const int nch = (p.cols + E - 1) / E, xt4 = tile_ch * F::XG;
     float4 *xs = mm_smem;
     float *sx = (float *)(mm_smem + TT * xt4);
-    sdc_best *wb = (sdc_best *)(sx + (F::QUANT ? TT * tile_ch : 0));   /* LMA: (nw, T) */
+    sdc_best *wb = (sdc_best *)(sx + TT * tile_ch * F::SF);   /* LMA: (nw, T) */
     const int ntile = (nch + tile_ch - 1) / tile_ch;
     const bool once = ntile == 1 && p.T <= TT;
     const size_t rowbytes = F::QUANT ? (size_t)p.cols * F::BITS / 8 : (size_t)p.cols * F::ES;
@@ -154,11 +154,11 @@ template <bool LMA> mm_fn mm_pick(int fmt, int ti) {
     case SDC_MM_BF16: return mm_pick_tt<SDC_MM_BF16, LMA>(ti);
     case SDC_MM_Q4: return mm_pick_tt<SDC_MM_Q4, LMA>(ti);
     case SDC_MM_Q8: return mm_pick_tt<SDC_MM_Q8, LMA>(ti);
+    case SDC_MM_Q4I: return mm_pick_tt<SDC_MM_Q4I, LMA>(ti);
+    case SDC_MM_Q8I: return mm_pick_tt<SDC_MM_Q8I, LMA>(ti);
     default: return nullptr;
     }
 }
-
-int fmt_e(int fmt) { return fmt == SDC_MM_Q4 ? 32 : fmt == SDC_MM_Q8 ? 16 : fmt == SDC_MM_F32 ? 4 : 8; }
 
 /* How one call launches (nothing here changes a row's arithmetic): gemv.cu's kernel where it
  * applies (gv), this file's tiled kernel elsewhere. */
@@ -183,14 +183,13 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
             return cudaSuccess;
         }
     }
-    const bool quant = p->fmt == SDC_MM_Q4 || p->fmt == SDC_MM_Q8;
-    const int E = fmt_e(p->fmt), Q = E / 4, nch = (p->cols + E - 1) / E;
+    const int E = sdc_mm_chunk_cols(p->fmt), nch = (p->cols + E - 1) / E;
     pl->ti = p->T <= 1 ? 0 : p->T <= 2 ? 1 : p->T <= 4 ? 2 : 3;
     pl->TT = 1 << pl->ti;
     pl->nw = 8;
     while (pl->nw > 1 && (p->rows + MM_R * pl->nw - 1) / (MM_R * pl->nw) < d->n_sm) pl->nw >>= 1;
     pl->nrb = (p->rows + MM_R * pl->nw - 1) / (MM_R * pl->nw);
-    const int step = pl->TT * 32 * Q * 16 + (quant ? pl->TT * 32 * 4 : 0);   /* bytes per 32 chunks */
+    const int step = pl->TT * 32 * sdc_mm_stage_bytes(p->fmt);   /* bytes per 32 chunks */
     const int extra = lma ? pl->nw * p->T * (int)sizeof(sdc_best) : 0;   /* on top of the budget */
     int nstep = d->smem_budget / step;
     const int full = (nch + 31) / 32;

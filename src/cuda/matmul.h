@@ -11,8 +11,26 @@ extern "C" {
 #define SDC_LMA_MAX_GRID 1024   /* blocks of a fused LM head call at most (its partials: T x this) */
 #define SDC_LMA_MAX_T 256       /* tokens of one fused LM head launch at most (a call loops) */
 
-/* Weight formats: dense f32 / f16 / bf16, or 4- / 8-bit codes with per-group scale and bias. */
-enum { SDC_MM_F32 = 0, SDC_MM_F16, SDC_MM_BF16, SDC_MM_Q4, SDC_MM_Q8, SDC_MM_NFMT };
+/* Weight formats: dense f32 / f16 / bf16, or 4- / 8-bit codes with per-group scale and bias
+ * against f32 activations (Q4, Q8) or against activations quantized to int8 in blocks of 32
+ * columns (Q4I, Q8I: precision int8, mm_core.cuh). */
+enum { SDC_MM_F32 = 0, SDC_MM_F16, SDC_MM_BF16, SDC_MM_Q4, SDC_MM_Q8, SDC_MM_Q4I, SDC_MM_Q8I, SDC_MM_NFMT };
+
+/* Columns of one 16-byte chunk of a row. */
+static inline int sdc_mm_chunk_cols(int fmt) {
+    return fmt == SDC_MM_Q4 || fmt == SDC_MM_Q4I ? 32 : fmt == SDC_MM_Q8 || fmt == SDC_MM_Q8I ? 16 : fmt == SDC_MM_F32 ? 4 : 8;
+}
+/* Shared-memory bytes the staged x takes per chunk and token: f32 columns (16 bytes per 4) plus
+ * a quantized format's per-chunk sum (4 bytes); int8: the codes plus the block scale and scaled
+ * sum (8 bytes). */
+static inline int sdc_mm_stage_bytes(int fmt) {
+    switch (fmt) {
+    case SDC_MM_Q4: case SDC_MM_Q8: return sdc_mm_chunk_cols(fmt) * 4 + 4;
+    case SDC_MM_Q4I: case SDC_MM_Q8I: return sdc_mm_chunk_cols(fmt) + 8;
+    default: return sdc_mm_chunk_cols(fmt) * 4;
+    }
+}
+static inline int sdc_mm_quant(int fmt) { return fmt >= SDC_MM_Q4 && fmt < SDC_MM_NFMT; }
 
 typedef struct sdc_mm_params {
     const void *w;        /* dense: (rows, cols) elements; quantized: u32 (rows, cols*bits/32) */

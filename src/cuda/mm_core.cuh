@@ -12,12 +12,16 @@
 
 namespace {
 
+/* E: columns of a 16-byte chunk; XG: 16-byte granules of staged x per chunk and token; SF: floats
+ * of per-chunk sums staged beside them (quantized: sum x; int8: the block scale d and d * sum q). */
 template <int FMT> struct Fmt;
-template <> struct Fmt<SDC_MM_F32> { static constexpr int E = 4, BITS = 0, ES = 4; static constexpr bool QUANT = false; };
-template <> struct Fmt<SDC_MM_F16> { static constexpr int E = 8, BITS = 0, ES = 2; static constexpr bool QUANT = false; };
-template <> struct Fmt<SDC_MM_BF16> { static constexpr int E = 8, BITS = 0, ES = 2; static constexpr bool QUANT = false; };
-template <> struct Fmt<SDC_MM_Q4> { static constexpr int E = 32, BITS = 4, ES = 0; static constexpr bool QUANT = true; };
-template <> struct Fmt<SDC_MM_Q8> { static constexpr int E = 16, BITS = 8, ES = 0; static constexpr bool QUANT = true; };
+template <> struct Fmt<SDC_MM_F32> { static constexpr int E = 4, BITS = 0, ES = 4, XG = 1, SF = 0; static constexpr bool QUANT = false, I8 = false; };
+template <> struct Fmt<SDC_MM_F16> { static constexpr int E = 8, BITS = 0, ES = 2, XG = 2, SF = 0; static constexpr bool QUANT = false, I8 = false; };
+template <> struct Fmt<SDC_MM_BF16> { static constexpr int E = 8, BITS = 0, ES = 2, XG = 2, SF = 0; static constexpr bool QUANT = false, I8 = false; };
+template <> struct Fmt<SDC_MM_Q4> { static constexpr int E = 32, BITS = 4, ES = 0, XG = 8, SF = 1; static constexpr bool QUANT = true, I8 = false; };
+template <> struct Fmt<SDC_MM_Q8> { static constexpr int E = 16, BITS = 8, ES = 0, XG = 4, SF = 1; static constexpr bool QUANT = true, I8 = false; };
+template <> struct Fmt<SDC_MM_Q4I> { static constexpr int E = 32, BITS = 4, ES = 0, XG = 2, SF = 2; static constexpr bool QUANT = true, I8 = true; };
+template <> struct Fmt<SDC_MM_Q8I> { static constexpr int E = 16, BITS = 8, ES = 0, XG = 1, SF = 2; static constexpr bool QUANT = true, I8 = true; };
 
 SDC_HD int mm_swz(int f) { return f ^ ((f >> 3) & 7); }
 SDC_HD uint32_t u4at(const uint4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
@@ -106,6 +110,90 @@ SDC_D float4 mm_xgran(const sdc_mm_params &p, int tb, int col0, int xt4, int i) 
     return v;
 }
 
+/* u32 dot product of 4 unsigned bytes (a: weight codes) with 4 signed bytes (b: activations),
+ * added to c: exact in int32 for every chunk (|sum| <= 32 * 255 * 127 < 2^31). */
+SDC_D int32_t mm_dp4a_us(uint32_t a, uint32_t b, int32_t c) {
+    int32_t d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+/* The int8 staging of x rows tb .., chunks [c_lo, c_lo + tile_ch) (tile_ch a multiple of 8, so
+ * the tile starts on a 128-column boundary). Each block of 32 columns is quantized exactly as
+ * the CPU's sd_i8_quant_block does it: amax = max |x|, q = rint(x * (127 / amax)) clamped to
+ * [-127, 127], d = amax / 127 (IEEE division, no contraction), a block holding a non-finite
+ * value or only zeros giving q = 0 and d = 0; so both backends see the same codes. A warp takes
+ * 128 columns at a time (a float4 a lane: 8 lanes a block) and writes, per token:
+ *   xs: the codes in the order the weights' nibbles come out of a word. 4-bit: chunk cl (32
+ *       columns, one block) is two granules, 2 cl holding the columns that pair with the low
+ *       nibbles (byte 4m + e: column 8m + 2e) and 2 cl + 1 those of the high nibbles (8m + 2e +
+ *       1); 8-bit: chunk cl (16 columns) is one granule in column order. Granules swizzled as
+ *       the f32 staging's.
+ *   sd: per chunk (d, d * X), X the sum of the chunk's codes. */
+template <int FMT, int TT>
+SDC_D void mm_stage_i8(const sdc_mm_params &p, uint4 *xs, float2 *sd, int tb, int c_lo, int tile_ch) {
+    using F = Fmt<FMT>;
+    constexpr int U = 4;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int xt4 = tile_ch * F::XG, nq = tile_ch * F::E / 128, n = TT * nq, col0 = c_lo * F::E;
+    for (int i0 = warp; i0 < n; i0 += U * nw) {   /* i0 is the same over the warp: shuffles are safe */
+        float4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {   /* the loads first */
+            v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+            const int i = i0 + u * nw;
+            if (i >= n) continue;
+            const int t = i / nq, col = col0 + (i - t * nq) * 128 + 4 * lane;
+            if (tb + t >= p.T) continue;
+            const float *xr = p.x + (size_t)(tb + t) * (size_t)p.ldx;
+            if (p.xvec && col + 4 <= p.cols) v[u] = __ldg((const float4 *)(xr + col));
+            else {
+                if (col + 0 < p.cols) v[u].x = __ldg(xr + col + 0);
+                if (col + 1 < p.cols) v[u].y = __ldg(xr + col + 1);
+                if (col + 2 < p.cols) v[u].z = __ldg(xr + col + 2);
+                if (col + 3 < p.cols) v[u].w = __ldg(xr + col + 3);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int i = i0 + u * nw;
+            if (i >= n) break;
+            const int t = i / nq, qd = i - t * nq;
+            const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+            uint32_t a = 0u;   /* |x| as bits: ordered like the values, NaN and inf above every finite */
+#pragma unroll
+            for (int k = 0; k < 4; k++) a = max(a, __float_as_uint(f[k]) & 0x7fffffffu);
+#pragma unroll
+            for (int m = 1; m <= 4; m <<= 1) a = max(a, __shfl_xor_sync(0xffffffffu, a, m));
+            int q[4] = {0, 0, 0, 0};
+            float d = 0.0f;
+            if (a != 0u && a < 0x7f800000u) {
+                const float amax = __uint_as_float(a), id = __fdiv_rn(127.0f, amax);
+#pragma unroll
+                for (int k = 0; k < 4; k++) q[k] = (int)fminf(fmaxf(rintf(__fmul_rn(f[k], id)), -127.0f), 127.0f);
+                d = __fdiv_rn(amax, 127.0f);
+            }
+            int X = q[0] + q[1] + q[2] + q[3];
+            unsigned char *xb = (unsigned char *)(xs + t * xt4);
+            if constexpr (F::BITS == 4) {
+                const int cl = qd * 4 + (lane >> 3), m = (lane & 7) >> 1, e = 2 * (lane & 1);
+                *(unsigned short *)(xb + 16 * mm_swz(2 * cl) + 4 * m + e) = (unsigned short)((q[0] & 0xff) | (q[2] & 0xff) << 8);
+                *(unsigned short *)(xb + 16 * mm_swz(2 * cl + 1) + 4 * m + e) = (unsigned short)((q[1] & 0xff) | (q[3] & 0xff) << 8);
+#pragma unroll
+                for (int m2 = 1; m2 <= 4; m2 <<= 1) X += __shfl_xor_sync(0xffffffffu, X, m2);
+                if ((lane & 7) == 0) sd[t * tile_ch + cl] = make_float2(d, __fmul_rn(d, (float)X));
+            } else {
+                const int cl = qd * 8 + (lane >> 2);
+                *(uint32_t *)(xb + 16 * mm_swz(cl) + 4 * (lane & 3)) =
+                    (uint32_t)(q[0] & 0xff) | (uint32_t)(q[1] & 0xff) << 8 | (uint32_t)(q[2] & 0xff) << 16 | (uint32_t)(q[3] & 0xff) << 24;
+#pragma unroll
+                for (int m2 = 1; m2 <= 2; m2 <<= 1) X += __shfl_xor_sync(0xffffffffu, X, m2);
+                if ((lane & 3) == 0) sd[t * tile_ch + cl] = make_float2(d, __fmul_rn(d, (float)X));
+            }
+        }
+    }
+}
+
 /* Stage x rows tb .. tb+TT-1, columns of chunks [c_lo, c_lo + tile_ch), into xs (TT, tile_ch*Q
  * float4, swizzled); quantized: x scaled per column by 2^-p, and sx (TT, tile_ch) the chunk sums
  * of the unscaled x in column order. Rows past T and columns past cols are zeros. Three steps
@@ -117,6 +205,10 @@ SDC_D float4 mm_xgran(const sdc_mm_params &p, int tb, int col0, int xt4, int i) 
 template <int FMT, int TT>
 SDC_D void mm_stage(const sdc_mm_params &p, float4 *xs, float *sx, int tb, int c_lo, int tile_ch) {
     using F = Fmt<FMT>;
+    if constexpr (F::I8) {
+        mm_stage_i8<FMT, TT>(p, (uint4 *)xs, (float2 *)sx, tb, c_lo, tile_ch);
+        return;
+    }
     constexpr int E = F::E, Q = E / 4, U = 4;
     const int xt4 = tile_ch * Q, col0 = c_lo * E, bd = blockDim.x, n4 = TT * xt4;
     for (int i0 = threadIdx.x; i0 < n4; i0 += U * bd) {
@@ -166,7 +258,48 @@ SDC_D void mm_chunk(const Chunk<R> &k, int cl, const float4 *xs, const float *sx
                     float (&acc)[R][TT]) {
     using F = Fmt<FMT>;
     constexpr int Q = F::E / 4;
-    if constexpr (F::QUANT) {
+    if constexpr (F::I8) {
+        /* per (row, token): I = sum q_w q_x over the chunk (exact integers), then
+         * acc = fma(s, I * d, acc); acc = fma(b, d * X, acc) */
+        const uint4 *xq = (const uint4 *)xs;
+        const float2 *sd = (const float2 *)sx;
+        uint32_t lo[R][4], hi[R][4];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int m = 0; m < 4; m++) {
+                const uint32_t w = u4at(k.w[r], m);
+                if constexpr (F::BITS == 4) {
+                    lo[r][m] = w & 0x0F0F0F0Fu;
+                    hi[r][m] = (w >> 4) & 0x0F0F0F0Fu;
+                } else {
+                    lo[r][m] = w;
+                    hi[r][m] = 0u;
+                }
+            }
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            const float2 dd = sd[t * tile_ch + cl];
+            uint4 xl, xh = make_uint4(0u, 0u, 0u, 0u);
+            if constexpr (F::BITS == 4) {
+                xl = xq[t * xt4 + mm_swz(2 * cl)];
+                xh = xq[t * xt4 + mm_swz(2 * cl + 1)];
+            } else {
+                xl = xq[t * xt4 + mm_swz(cl)];
+            }
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                int32_t I = 0;
+#pragma unroll
+                for (int m = 0; m < 4; m++) {
+                    I = mm_dp4a_us(lo[r][m], u4at(xl, m), I);
+                    if constexpr (F::BITS == 4) I = mm_dp4a_us(hi[r][m], u4at(xh, m), I);
+                }
+                acc[r][t] = fmaf(k.s[r], __fmul_rn((float)I, dd.x), acc[r][t]);
+                acc[r][t] = fmaf(k.b[r], dd.y, acc[r][t]);
+            }
+        }
+    } else if constexpr (F::QUANT) {
         const uint32_t magic = sdc_mm_magic();
         float dq[R][TT];
 #pragma unroll

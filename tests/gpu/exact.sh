@@ -5,8 +5,10 @@
 # the full head, n-gram, a draft model) at K = 2, 3, 4, 6, 8, 12, 16 equals the classic text of
 # the same backend, greedy and seeded (unfiltered: the backend's own sampler; top-k: the host
 # filter path), and the exactness probe passes at K = 16. Exit status 1 on any difference.
+# EXACT_ARGS: more `run` options for every run (e.g. --precision int8).
 set -u
 BIN=${1:?BIN}; BE=${2:?BACKEND}
+read -r -a XA <<< "${EXACT_ARGS:-}"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 M=$SRC/models/qwen3-kernel
 T=$(mktemp -d /tmp/sdexact-XXXXXX)
@@ -16,12 +18,12 @@ for pf in "$SRC"/tests/golden/prompts/*.txt; do
     p=$(cat "$pf"); id=$(basename "$pf" .txt)
     for mode in greedy seeded seeded-topk; do
         case $mode in greedy) S=();; seeded) S=(--temp 0.8 --seed 11);; seeded-topk) S=(--temp 0.8 --seed 11 --top-k 40);; esac
-        "$BIN" run -m "$M" --backend "$BE" -p "$p" -n 48 --ignore-eos "${S[@]}" > "$T/classic" 2> "$T/err" || { echo "FAIL $id $mode classic: $(tail -1 "$T/err")"; fail=1; continue; }
+        "$BIN" run -m "$M" --backend "$BE" "${XA[@]}" -p "$p" -n 48 --ignore-eos "${S[@]}" > "$T/classic" 2> "$T/err" || { echo "FAIL $id $mode classic: $(tail -1 "$T/err")"; fail=1; continue; }
         for dr in mtp mtp-full ngram model; do
             case $dr in mtp) D=(--draft mtp);; mtp-full) D=(--draft mtp --draft-vocab none);; ngram) D=(--draft ngram);; model) D=(--draft "model:$M");; esac
             Ks="2 3 4 6 8 12 16"; [ $mode != greedy ] && Ks="3 5"
             for K in $Ks; do
-                "$BIN" run -m "$M" --backend "$BE" -p "$p" -n 48 --ignore-eos "${S[@]}" "${D[@]}" --block-size $K \
+                "$BIN" run -m "$M" --backend "$BE" "${XA[@]}" -p "$p" -n 48 --ignore-eos "${S[@]}" "${D[@]}" --block-size $K \
                     --sampling seeded --stats-json "$T/s.json" > "$T/spec" 2> "$T/err" || { echo "FAIL $id $mode $dr K=$K: $(tail -1 "$T/err")"; fail=1; continue; }
                 n=$((n + 1))
                 grep -q '"result": "passed"\|"cached": true' "$T/s.json" || { echo "FAIL $id $mode $dr K=$K: probe $(grep -A1 '"probe"' "$T/s.json" | tail -1)"; fail=1; }
@@ -30,5 +32,5 @@ for pf in "$SRC"/tests/golden/prompts/*.txt; do
         done
     done
 done
-echo "exact.sh $BE: $n speculative runs compared with classic, $([ $fail = 0 ] && echo 'all identical' || echo 'DIFFERENCES')"
+echo "exact.sh $BE ${EXACT_ARGS:-}: $n speculative runs compared with classic, $([ $fail = 0 ] && echo 'all identical' || echo 'DIFFERENCES')"
 exit $fail
