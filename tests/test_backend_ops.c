@@ -447,7 +447,9 @@ int main(void) {
     static const char *levels[] = {"avx512", "avx2", "neon", "scalar"};
     int ran = 0;
     for (int i = 0; i < 4; i++) {
-        sd_backend_opts o = {.n_threads = 2, .cpu_level = levels[i]};
+        /* f32 activations: this test holds every op to the f32 reference's error bounds (the int8
+         * path has its own reference, tests/test_ops_i8.c), whatever precision is the default */
+        sd_backend_opts o = {.n_threads = 2, .cpu_level = levels[i], .precision = SD_PRECISION_F32};
         sd_backend *probe = NULL;
         if (sd_backend_create("cpu", &o, &probe, &E) != SPECDEC_OK) { fprintf(stderr, "cpu/%-24s not on this machine\n", levels[i]); continue; }
         sd_backend_free(probe);

@@ -180,6 +180,7 @@ static void test_allreduce_order(void) {
 static specdec_ctx *mk_ctx(specdec_model *m, int tp, const char *be, int reduce, specdec_err *e) {
     specdec_ctx_params cp = specdec_ctx_default_params();
     cp.n_ctx = 256; cp.n_threads = 1; cp.backend = be; cp.tp = tp; cp.tp_reduce = reduce;
+    cp.precision = SPECDEC_PRECISION_F32;   /* the tolerances below are f32 rounding bounds */
     specdec_ctx *c = NULL;
     if (specdec_ctx_init(m, &cp, &c, e) != SPECDEC_OK) return NULL;
     return c;

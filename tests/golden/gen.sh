@@ -5,7 +5,9 @@
 # n-gram and draft-model drafting, greedy, seeded and rejection sampling, several thread counts
 # and a bf16 KV cache. Each entry is the generated text and, for fixed-width speculative runs, the
 # drafter's counters (rounds, drafted, accepted), so a change in what a drafter proposes shows up
-# even when the text cannot change.
+# even when the text cannot change. Activations are f32 (the path held to HF transformers' greedy
+# text) whatever the default precision; the int8 path's bits are held by tests/test_ops_i8.c and
+# its texts across levels by tests/test_simd_env.sh.
 #   usage: gen.sh BIN LEVEL OUT_FILE
 set -u
 BIN=$1; LEVEL=$2; OUT=$3
@@ -22,7 +24,7 @@ fail=0
 entry() {
     local name=$1 model=$2 pf=$3; shift 3
     local p; p=$(cat "$pf")
-    if ! "$BIN" run -m "$model" -p "$p" --stats-json "$T/s.json" "$@" > "$T/out" 2> "$T/err"; then
+    if ! "$BIN" run -m "$model" -p "$p" --precision f32 --stats-json "$T/s.json" "$@" > "$T/out" 2> "$T/err"; then
         echo "gen.sh: $name failed:" >&2; cat "$T/err" >&2; fail=1; return
     fi
     {
