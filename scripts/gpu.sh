@@ -129,11 +129,11 @@ if has sanitize; then
 fi
 
 if has profile; then   # hardware counters of representative kernels (Nsight Compute; clocks left alone)
-  run_to 400 "$OUT/ncu.txt" ncu --clock-control none -k regex:'mm_kernel|attn_split|best_finish' \
-    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+  run_to 400 "$OUT/ncu.txt" ncu --clock-control none -k regex:'mm_kernel|gv_kernel|attn_split|best_finish' \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section InstructionStats \
     --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     build-gpu/bench_cuda --profile
-  log "ncu: $(grep -c 'mm_kernel\|attn_split' "$OUT/ncu.txt") kernel reports"
+  log "ncu: $(grep -c 'mm_kernel\|gv_kernel\|attn_split' "$OUT/ncu.txt") kernel reports"
 fi
 
 if has e2e; then   # end to end on the embedded pair and the inflated 8B shape: ms/token, phases, launches

@@ -46,6 +46,7 @@ typedef struct cuda_be {
     cu_buf attn;                  /* attention split partials */
     cu_buf rowpart;               /* argmax / sampler per-block partials */
     cu_buf lma;                   /* fused LM head per-block partials */
+    cu_buf i8x, i8s;              /* precision int8: the quantized x of a matmul (codes, block scales) */
     /* recordings */
     bool capturing;
     uint64_t cap_key, cap_ops;
