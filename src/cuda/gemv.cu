@@ -36,7 +36,7 @@ template <int TT, bool NARROW> struct GvShape {
 };
 
 template <int FMT, int TT, bool LMA, bool NARROW>
-__global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 ? 3 : 1) gv_kernel(const sdc_mm_params p, const int lg, const int tile_ch,
+__global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 && !NARROW ? 3 : 1) gv_kernel(const sdc_mm_params p, const int lg, const int tile_ch,
                                                         const int nrb) {
     using F = Fmt<FMT>;
     constexpr int E = F::E, R = GvShape<TT, NARROW>::R, D = GvShape<TT, NARROW>::D;

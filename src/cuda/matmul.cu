@@ -204,7 +204,12 @@ int g_legacy = 0;   /* sd_cuda_matmul_legacy: the tiled kernel for every call (b
 
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
     pl->use_gv = false;
-    if (!g_legacy) {
+    /* int8 rows: the tiled kernel from T = 3 on and for matrices of 2^28 weights or more (an 8B
+     * LM head), gemv.cu's kernel below (bench_cuda on an H200: at T = 4 the tiled kernel took
+     * 0.5-0.7x the gemv kernel's time on the 8B shape's matrices, at T = 1 1.2-1.7x, except the
+     * LM head's 0.94x); both give a row the same bits */
+    const bool i8_tiled = sdc_mm_i8(p->fmt) && (p->T > 2 || (double)p->rows * (double)p->cols >= 268435456.0);
+    if (!g_legacy && !i8_tiled) {
         cudaError_t e = cudaSuccess;
         const int r = sdc_gv_plan_for(p, d, lma, d->smem_optin, &pl->gv, &e);
         if (r < 0) return e;
