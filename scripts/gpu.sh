@@ -11,7 +11,7 @@
 #   test      test_backend_ops (every op of every backend, CUDA included), test_cuda,
 #             test_cuda_kernels (every op against the scalar reference, bitwise invariance T = 1..64)
 #   exact     tests/gpu/exact.sh: speculative == classic on the CUDA backend for every drafter,
-#             K = 2..16, greedy and seeded, at precision f32 and int8
+#             K = 2..16, greedy and seeded, at precision f32 and int8 (EXACT_PRECISIONS)
 #   tp        tests/gpu/tp.sh: --tp 1 through NCCL == the plain CUDA backend (greedy, spec == classic);
 #             with >= 2 GPUs spec == classic at --tp 2/4 and decode ms/token at --tp 1/2/4(/8) on the
 #             inflated 32B shape with the all-reduce's share (tp.log, tp_decode_32b.tsv)
@@ -95,7 +95,7 @@ if has test; then
 fi
 
 if has exact; then
-  for prec in f32 int8; do
+  for prec in ${EXACT_PRECISIONS:-f32 int8}; do
     if EXACT_ARGS="--precision $prec" run_to 420 "$OUT/exact_$prec.log" bash tests/gpu/exact.sh "$BIN" cuda; then
       log "exact $prec: ok ($(tail -2 "$OUT/exact_$prec.log" | head -1))"
     else log "exact $prec: FAILED"; grep -m12 "FAIL" "$OUT/exact_$prec.log" | tee -a "$SUM"; fi
@@ -129,11 +129,11 @@ if has sanitize; then
 fi
 
 if has profile; then   # hardware counters of representative kernels (Nsight Compute; clocks left alone)
-  run_to 400 "$OUT/ncu.txt" ncu --clock-control none -k regex:'mm_kernel|attn_split|best_finish' \
-    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+  run_to 400 "$OUT/ncu.txt" ncu --clock-control none -k regex:'mm_kernel|gv_kernel|attn_split|best_finish' \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section InstructionStats \
     --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     build-gpu/bench_cuda --profile
-  log "ncu: $(grep -c 'mm_kernel\|attn_split' "$OUT/ncu.txt") kernel reports"
+  log "ncu: $(grep -c 'mm_kernel\|gv_kernel\|attn_split' "$OUT/ncu.txt") kernel reports"
 fi
 
 if has e2e; then   # end to end on the embedded pair and the inflated 8B shape: ms/token, phases, launches

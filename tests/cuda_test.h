@@ -38,6 +38,7 @@ static inline bool cuda_setup(void) {
     CHECK(sd_backend_cpu_new(&o, &R, &E) == SPECDEC_OK, "reference backend: %s", E.msg);
     if (!sd_backend_cuda_available()) return false;
     memset(&o, 0, sizeof o);
+    o.precision = SD_PRECISION_F32;   /* the reference arithmetic; int8 is tested on a backend of its own */
     specdec_status st = sd_backend_create("cuda", &o, &G, &E);
     CHECK(st == SPECDEC_OK, "cuda backend: %s", E.msg);
     return st == SPECDEC_OK;

@@ -458,7 +458,7 @@ int main(void) {
     }
     CHECK(ran >= 1, "no CPU level ran");
     if (sd_backend_cuda_available()) {
-        sd_backend_opts o = {0};
+        sd_backend_opts o = {.precision = SD_PRECISION_F32};   /* int8: test_cuda_kernels */
         run_backend("cuda", &o);
     } else fprintf(stderr, "cuda: %s\n", strstr(specdec_backends(), "cuda") ? "no device here" : "not built");
     return check_finish("test_backend_ops");

@@ -141,7 +141,14 @@ static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int grou
         /* int8 activations where the rule takes the matrix; elsewhere the f32 path's very bits */
         const bool takes = sd_i8_applies(&h.m);
         snprintf(what, sizeof what, "int8 matmul %dx%d %s %d-bit g%d", rows, cols, specdec_dtype_name(dt), bits, group);
+        /* G8 runs on a stream of its own: the buffers G wrote must be complete, and the test's
+         * device helpers (dput, dget: through G) must go through G8 while it runs */
+        CHECK(G->i->sync(G, &E) == SPECDEC_OK, "sync: %s", E.msg);
+        sd_backend *g0 = G;
+        G = G8;
         mm_case(G8, R8, &h, x, dx, ldx, what, one8);
+        CHECK(G8->i->sync(G8, &E) == SPECDEC_OK, "sync: %s", E.msg);
+        G = g0;
         const bool same = same_bits(one, one8, (size_t)TMAX * rows * 4);
         CHECK(takes ? !same : same, "%s: the rule %s the matrix but its values %s the f32 path's", what,
               takes ? "takes" : "leaves", same ? "equal" : "differ from");

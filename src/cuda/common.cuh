@@ -28,6 +28,14 @@ SDC_D float sdc_ldf(const void *p, size_t i, int dt) {
     return __half2float(__ushort_as_half(h));
 }
 
+/* The float of run-time dtype dt held in the aligned 32-bit word w: f32, the whole word; f16 and
+ * bf16, its high half when hi, else its low half. Selects, no branches. */
+SDC_D float sdc_wordf(uint32_t w, int hi, int dt) {
+    const uint32_t h = hi ? w >> 16 : w & 0xffffu;
+    const float fb = __uint_as_float(h << 16), fh = __half2float(__ushort_as_half((unsigned short)h));
+    return dt == SDC_F32 ? __uint_as_float(w) : dt == SDC_BF16 ? fb : fh;
+}
+
 /* ---- argmax candidates ---- */
 SDC_HD sdc_best sdc_best_none(void) {
     sdc_best b;

@@ -249,10 +249,18 @@ static specdec_status cu_reserve(sd_backend *b, const sd_attn_shape *s, int max_
                           "attention", err));
     if (vocab > 0) SD_TRY(cu_scratch(c, &c->rowpart, cu_rowpart_bytes(max_T, vocab), "argmax/sampler", err));
     SD_TRY(cu_scratch(c, &c->lma, cu_lma_bytes(max_T), "fused LM head", err));
+    if (c->i8) {   /* the widest row int8 takes (sd_i8_applies: 32768 columns), 4-bit's layout the larger */
+        SD_TRY(cu_scratch(c, &c->i8x, sdc_mm_i8_xq_bytes(SDC_MM_Q4I, 32768, max_T), "int8 activations", err));
+        SD_TRY(cu_scratch(c, &c->i8s, sdc_mm_i8_xsd_bytes(SDC_MM_Q8I, 32768, max_T), "int8 block scales", err));
+    }
     return SPECDEC_OK;
 }
 
 /* ---- memory ---- */
+
+/* Bytes actually allocated for a buffer of `bytes`: whole 16-byte units (at least one), so a
+ * kernel may read the aligned word or vector holding a buffer's last element (matmul's scales). */
+static size_t cu_alloc_size(size_t bytes) { return bytes ? (bytes + 15) & ~(size_t)15 : 16; }
 
 static specdec_status cu_alloc(sd_backend *b, size_t bytes, const char *what, void **out, specdec_err *err) {
     cuda_be *c = cu_of(b);
@@ -260,7 +268,7 @@ static specdec_status cu_alloc(sd_backend *b, size_t bytes, const char *what, vo
     SD_TRY(no_capture(c, err, "alloc"));
     cudaSetDevice(c->device);
     void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return nomem(c, err, what, bytes);
+    if (cudaMalloc(&p, cu_alloc_size(bytes)) != cudaSuccess) return nomem(c, err, what, bytes);
     cudaError_t e = bytes ? cudaMemsetAsync(p, 0, bytes, c->dev.stream) : cudaSuccess;
     if (e != cudaSuccess) {
         cudaFree(p);
@@ -313,7 +321,7 @@ static specdec_status cu_upload(sd_backend *b, const void *host, size_t bytes, c
     if (!host && bytes) return cu_errf(c, err, SPECDEC_ERR_INVALID_ARG, "upload of %s: NULL host pointer", what);
     cudaSetDevice(c->device);
     void *d = NULL;
-    if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return nomem(c, err, what, bytes);
+    if (cudaMalloc(&d, cu_alloc_size(bytes)) != cudaSuccess) return nomem(c, err, what, bytes);
     upload_buffers(c);
     cudaError_t e = cudaSuccess;
     if (!c->up[0]) {
@@ -418,6 +426,8 @@ static void cu_free(sd_backend *b) {
     cudaFree(c->attn.p);
     cudaFree(c->rowpart.p);
     cudaFree(c->lma.p);
+    cudaFree(c->i8x.p);
+    cudaFree(c->i8s.p);
     if (c->ring) cudaFreeHost(c->ring);
     if (c->rbuf) cudaFreeHost(c->rbuf);
     for (int i = 0; i < 2; i++)
@@ -569,6 +579,11 @@ cudaStream_t sd_cuda_stream(sd_backend *b) { return cu_of(b)->dev.stream; }
 void sd_cuda_set_int8(sd_backend *b, int on) {
     cuda_be *c = cu_of(b);
     c->i8 = on != 0;
+    if (c->i8) {   /* scratch for 64 tokens of the widest row, ahead of any recording (a failure shows at the op) */
+        specdec_err e;
+        if (cu_scratch(c, &c->i8x, sdc_mm_i8_xq_bytes(SDC_MM_Q4I, 32768, 64), "int8 activations", &e) == SPECDEC_OK)
+            cu_scratch(c, &c->i8s, sdc_mm_i8_xsd_bytes(SDC_MM_Q8I, 32768, 64), "int8 block scales", &e);
+    }
     snprintf(c->kernels + strcspn(c->kernels, ")") + 1, sizeof c->kernels - strcspn(c->kernels, ")") - 1, "%s",
              c->i8 ? " int8" : "");
 }

@@ -20,7 +20,8 @@ cudaStream_t sd_cuda_stream(sd_backend *b);
 void sd_cuda_matmul_legacy(int on);
 
 /* Benchmarks: switch backend b (name "cuda") between precision f32 (0) and int8 (1) for the ops
- * issued from now on (a recording keeps the kernels it was made with). */
+ * issued from now on (a recording keeps the kernels it was made with); switching on reserves
+ * the int8 scratch for up to 64 tokens. */
 void sd_cuda_set_int8(sd_backend *b, int on);
 
 /* Runs, on the CPU, the very __host__ __device__ functions the kernels use (Philox bits, the

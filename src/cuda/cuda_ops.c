@@ -82,6 +82,17 @@ static specdec_status mm_params(cuda_be *c, const char *op, const sd_mat *W, con
     return SPECDEC_OK;
 }
 
+/* The int8 formats' scratch for T tokens (the quantized x; reserve() sizes it ahead of recordings). */
+static specdec_status i8_scratch(cuda_be *c, sdc_mm_params *p, int T) {
+    if (!sdc_mm_i8(p->fmt)) return SPECDEC_OK;
+    p->ncp = sdc_mm_ncp(p->fmt, p->cols);
+    SD_TRY(cu_scratch(c, &c->i8x, sdc_mm_i8_xq_bytes(p->fmt, p->cols, T), "int8 activations", &c->b.err));
+    SD_TRY(cu_scratch(c, &c->i8s, sdc_mm_i8_xsd_bytes(p->fmt, p->cols, T), "int8 block scales", &c->b.err));
+    p->xq = c->i8x.p;
+    p->xsd = c->i8s.p;
+    return SPECDEC_OK;
+}
+
 specdec_status cu_embed(sd_backend *b, const sd_mat *E, const int32_t *ids, int T, float *x, int ldx) {
     cuda_be *c = cu_of(b);
     OP_BEGIN(c);
@@ -119,6 +130,7 @@ specdec_status cu_matmul(sd_backend *b, const sd_mat *W, const float *x, int ldx
     if (!y || ldy < W->rows) return BAD(c, SPECDEC_ERR_INVALID_ARG, "matmul: NULL output or ldy %d < rows %d", ldy, W->rows);
     p.y = y;
     p.ldy = ldy;
+    SD_TRY(i8_scratch(c, &p, T));
     return cu_op_end(c, sdc_matmul(&p, &c->dev), "matmul");
 }
 
@@ -130,6 +142,7 @@ specdec_status cu_lm_argmax(sd_backend *b, const sd_mat *W, const float *x, int 
     SD_TRY(mm_params(c, "lm_argmax", W, x, ldx, T, &p));
     if (!out) return BAD(c, SPECDEC_ERR_INVALID_ARG, "lm_argmax: NULL output");
     p.map = map;
+    SD_TRY(i8_scratch(c, &p, T < SDC_LMA_MAX_T ? T : SDC_LMA_MAX_T));
     /* at most SDC_LMA_MAX_T tokens per launch (their per-warp bests live in shared memory) */
     for (int t0 = 0; t0 < T; t0 += SDC_LMA_MAX_T) {
         p.T = T - t0 < SDC_LMA_MAX_T ? T - t0 : SDC_LMA_MAX_T;

@@ -36,7 +36,7 @@ template <int TT, bool NARROW> struct GvShape {
 };
 
 template <int FMT, int TT, bool LMA, bool NARROW>
-__global__ void __launch_bounds__(GV_THREADS) gv_kernel(const sdc_mm_params p, const int lg, const int tile_ch,
+__global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 && !NARROW ? 3 : 1) gv_kernel(const sdc_mm_params p, const int lg, const int tile_ch,
                                                         const int nrb) {
     using F = Fmt<FMT>;
     constexpr int E = F::E, R = GvShape<TT, NARROW>::R, D = GvShape<TT, NARROW>::D;
@@ -44,14 +44,23 @@ __global__ void __launch_bounds__(GV_THREADS) gv_kernel(const sdc_mm_params p, c
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int lpr = 1 << lg, ll = lane & (lpr - 1), sub = lane >> lg, urows = R << (5 - lg);
     const int nch = (p.cols + E - 1) / E, xt4 = tile_ch * F::XG, nk = (nch + lpr - 1) >> lg;
-    float4 *xs = gv_smem;
-    float *sx = (float *)(gv_smem + TT * xt4);
+    /* x: staged in shared memory, or (int8) read where the preparation kernel left it, which
+     * costs the block no staging pass and no barrier before its first weight load */
+    const float4 *xs = gv_smem;
+    const float *sx = (const float *)(gv_smem + TT * xt4);
     sdc_best *wb = (sdc_best *)(sx + TT * tile_ch * F::SF);   /* LMA: (nw, T) */
+    if constexpr (F::I8) {
+        xs = (const float4 *)p.xq;   /* tile_ch == p.ncp */
+        sx = (const float *)p.xsd;
+        wb = (sdc_best *)gv_smem;
+    }
     const size_t rowbytes = F::QUANT ? (size_t)p.cols * F::BITS / 8 : (size_t)p.cols * F::ES;
     const int ngroups = F::QUANT ? p.cols / p.group : 0;
 
-    mm_stage<FMT, TT>(p, xs, sx, 0, 0, tile_ch);
-    __syncthreads();
+    if constexpr (!F::I8) {
+        mm_stage<FMT, TT>(p, gv_smem, (float *)(gv_smem + TT * xt4), 0, 0, tile_ch);
+        __syncthreads();
+    }
 
     sdc_best best[TT];   /* LMA: lane 0's best (logit, row) per token over the warp's rows */
 #pragma unroll
@@ -179,6 +188,8 @@ extern "C" int sdc_gv_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
     const bool narrow = quant && TT == 1 && nch <= 2 << pl->lg && p->rows >= 16384;
     const int ti = narrow ? 4 : ti0, R = narrow ? 8 : TT <= 2 ? 2 : 4;
     pl->tile_ch = (nch + 7) & ~7;                 /* granule rows a multiple of 8: the swizzle stays inside */
+    const bool i8 = sdc_mm_i8(p->fmt);
+    if (i8) pl->tile_ch = p->ncp;                 /* x is read from the prepared rows: nothing staged */
     const long urows = (long)R << (5 - pl->lg), units = (p->rows + urows - 1) / urows;
     gv_fn fn = lma ? gv_pick<true>(p->fmt, ti) : gv_pick<false>(p->fmt, ti);
     if (!fn) return 0;
@@ -188,7 +199,7 @@ extern "C" int sdc_gv_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
     long best = -1;
     for (int nw = 8; nw >= 4; nw >>= 1) {
         const long nrb = (units + nw - 1) / nw;
-        const long smem = (long)TT * pl->tile_ch * sdc_mm_stage_bytes(p->fmt) +
+        const long smem = (i8 ? 0 : (long)TT * pl->tile_ch * sdc_mm_stage_bytes(p->fmt)) +
                           (lma ? (long)nw * p->T * (long)sizeof(sdc_best) : 0);
         if (smem > bytes) continue;
         int per_sm = 0;

@@ -136,6 +136,37 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
     }
 }
 
+/* The int8 form of x for an int8-format call (mm_core.cuh): a warp per 128 columns of a token. */
+template <int BITS>
+__global__ void __launch_bounds__(256) i8_prep_kernel(const sdc_mm_params p) {
+    constexpr int XG = BITS == 4 ? 2 : 1;
+    const int lane = threadIdx.x & 31, nq = p.ncp * (BITS == 4 ? 32 : 16) / 128;
+    const int item = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (item >= p.T * nq) return;   /* the whole warp */
+    const int t = item / nq, qd = item - t * nq, col = qd * 128 + 4 * lane;
+    const float *xr = p.x + (size_t)t * (size_t)p.ldx;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (p.xvec && col + 4 <= p.cols) v = __ldg((const float4 *)(xr + col));
+    else {
+        if (col + 0 < p.cols) v.x = __ldg(xr + col + 0);
+        if (col + 1 < p.cols) v.y = __ldg(xr + col + 1);
+        if (col + 2 < p.cols) v.z = __ldg(xr + col + 2);
+        if (col + 3 < p.cols) v.w = __ldg(xr + col + 3);
+    }
+    mm_i8_quad<BITS>(v, lane, (unsigned char *)((uint4 *)p.xq + (size_t)t * p.ncp * XG), (float2 *)p.xsd + (size_t)t * p.ncp,
+                     qd);
+}
+
+cudaError_t i8_prep(const sdc_mm_params *p, const sdc_dev *d) {
+    if (!sdc_mm_i8(p->fmt)) return cudaSuccess;
+    if (!p->xq || !p->xsd || p->ncp != sdc_mm_ncp(p->fmt, p->cols)) return cudaErrorInvalidValue;
+    const long items = (long)p->T * (p->ncp * sdc_mm_chunk_cols(p->fmt) / 128);
+    const int blocks = (int)((items + 7) / 8);
+    if (p->fmt == SDC_MM_Q4I) i8_prep_kernel<4><<<blocks, 256, 0, d->stream>>>(*p);
+    else i8_prep_kernel<8><<<blocks, 256, 0, d->stream>>>(*p);
+    return sdc_launched();
+}
+
 typedef void (*mm_fn)(const sdc_mm_params, const int, const int);
 
 /* kernel for (format, tile index 0..3 = TT 1/2/4/8, fused argmax) */
@@ -173,7 +204,12 @@ int g_legacy = 0;   /* sd_cuda_matmul_legacy: the tiled kernel for every call (b
 
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
     pl->use_gv = false;
-    if (!g_legacy) {
+    /* int8 rows: the tiled kernel from T = 3 on and for matrices of 2^28 weights or more (an 8B
+     * LM head), gemv.cu's kernel below (bench_cuda on an H200: at T = 4 the tiled kernel took
+     * 0.5-0.7x the gemv kernel's time on the 8B shape's matrices, at T = 1 1.2-1.7x, except the
+     * LM head's 0.94x); both give a row the same bits */
+    const bool i8_tiled = sdc_mm_i8(p->fmt) && (p->T > 2 || (double)p->rows * (double)p->cols >= 268435456.0);
+    if (!g_legacy && !i8_tiled) {
         cudaError_t e = cudaSuccess;
         const int r = sdc_gv_plan_for(p, d, lma, d->smem_optin, &pl->gv, &e);
         if (r < 0) return e;
@@ -233,6 +269,7 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p, const sdc_dev *d) {
     if (p->T <= 0 || p->rows <= 0) return cudaSuccess;
     Plan pl;
     cudaError_t e = mm_plan(p, d, false, &pl);
+    if (e == cudaSuccess) e = i8_prep(p, d);
     if (e != cudaSuccess) return e;
     if (pl.use_gv) return sdc_gv_launch(&pl.gv, p, d);
     pl.fn<<<pl.grid, pl.nw * 32, pl.smem, d->stream>>>(*p, pl.tile_ch, pl.nrb);
@@ -250,6 +287,7 @@ extern "C" cudaError_t sdc_lm_argmax(const sdc_mm_params *p, const sdc_dev *d) {
     if (p->T > MM_LMA_MAX_T || p->rows <= 0) return cudaErrorInvalidValue;
     Plan pl;
     cudaError_t e = mm_plan(p, d, true, &pl);
+    if (e == cudaSuccess) e = i8_prep(p, d);
     if (e != cudaSuccess) return e;
     if (pl.use_gv) e = sdc_gv_launch(&pl.gv, p, d);
     else {

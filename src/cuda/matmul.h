@@ -31,6 +31,18 @@ static inline int sdc_mm_stage_bytes(int fmt) {
     }
 }
 static inline int sdc_mm_quant(int fmt) { return fmt >= SDC_MM_Q4 && fmt < SDC_MM_NFMT; }
+static inline int sdc_mm_i8(int fmt) { return fmt == SDC_MM_Q4I || fmt == SDC_MM_Q8I; }
+/* ncp for a row of cols columns, and the scratch bytes of xq and xsd for T tokens */
+static inline int sdc_mm_ncp(int fmt, int cols) {
+    const int e = sdc_mm_chunk_cols(fmt);
+    return ((cols + e - 1) / e + 31) & ~31;
+}
+static inline size_t sdc_mm_i8_xq_bytes(int fmt, int cols, int T) {
+    return (size_t)T * (size_t)sdc_mm_ncp(fmt, cols) * (fmt == SDC_MM_Q4I ? 32u : 16u);
+}
+static inline size_t sdc_mm_i8_xsd_bytes(int fmt, int cols, int T) {
+    return (size_t)T * (size_t)sdc_mm_ncp(fmt, cols) * 8u;
+}
 
 typedef struct sdc_mm_params {
     const void *w;        /* dense: (rows, cols) elements; quantized: u32 (rows, cols*bits/32) */
@@ -46,6 +58,10 @@ typedef struct sdc_mm_params {
     float *y;             /* matmul: (T, ldy) */
     int ldy;
     int T;
+    /* int8 formats (Q4I, Q8I): scratch the call fills with the quantized x (mm_core.cuh): xq
+     * T * ncp * 16 * (2 for Q4I, 1 for Q8I) bytes, xsd T * ncp float pairs; sdc_mm_i8_bytes */
+    void *xq, *xsd;
+    int ncp;              /* chunks per token in xq / xsd: the row's chunks rounded up to 32 */
     /* lm_argmax only */
     sdc_best *part;       /* (T, grid) scratch: each block's best row per token */
     const int32_t *map;   /* NULL or (rows): row index -> token id */

@@ -63,12 +63,26 @@ SDC_D void mm_load(const sdc_mm_params &p, size_t rowbytes, int ngroups, const i
 #pragma unroll
     for (int r = 0; r < R; r++) k.w[r] = mm_load16<FMT>(p, rowbytes, row[r], c);
     if constexpr (F::QUANT) {
+        /* the scales and biases as the aligned 32-bit words holding them, every load of the
+         * chunk issued before any is used (a load per dtype behind a branch kept them apart, and
+         * the quantized kernels waited on memory several times per chunk where dense ones wait
+         * once); the backend's allocations are whole 16-byte units, so a word never leaves them */
         const int g = (c * F::E) / p.group;
+        const int es = p.sdt == SDC_F32 ? 4 : 2;
+        uint32_t ws[R], wb[R];
+        int hi[R];
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const size_t gi = (size_t)row[r] * (size_t)ngroups + (size_t)g;
-            k.s[r] = sdc_ldf(p.scales, gi, p.sdt);
-            k.b[r] = sdc_ldf(p.biases, gi, p.sdt);
+            const size_t off = ((size_t)row[r] * (size_t)ngroups + (size_t)g) * (size_t)es;
+            const uintptr_t as = (uintptr_t)p.scales + off, ab = (uintptr_t)p.biases + off;
+            ws[r] = __ldg((const uint32_t *)(as & ~(uintptr_t)3));
+            wb[r] = __ldg((const uint32_t *)(ab & ~(uintptr_t)3));
+            hi[r] = (int)((as >> 1) & 1) | (int)((ab >> 1) & 1) << 1;
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            k.s[r] = sdc_wordf(ws[r], hi[r] & 1, p.sdt);
+            k.b[r] = sdc_wordf(wb[r], hi[r] >> 1, p.sdt);
         }
     }
 }
@@ -118,79 +132,73 @@ SDC_D int32_t mm_dp4a_us(uint32_t a, uint32_t b, int32_t c) {
     return d;
 }
 
-/* The int8 staging of x rows tb .., chunks [c_lo, c_lo + tile_ch) (tile_ch a multiple of 8, so
- * the tile starts on a 128-column boundary). Each block of 32 columns is quantized exactly as
- * the CPU's sd_i8_quant_block does it: amax = max |x|, q = rint(x * (127 / amax)) clamped to
- * [-127, 127], d = amax / 127 (IEEE division, no contraction), a block holding a non-finite
- * value or only zeros giving q = 0 and d = 0; so both backends see the same codes. A warp takes
- * 128 columns at a time (a float4 a lane: 8 lanes a block) and writes, per token:
- *   xs: the codes in the order the weights' nibbles come out of a word. 4-bit: chunk cl (32
- *       columns, one block) is two granules, 2 cl holding the columns that pair with the low
- *       nibbles (byte 4m + e: column 8m + 2e) and 2 cl + 1 those of the high nibbles (8m + 2e +
- *       1); 8-bit: chunk cl (16 columns) is one granule in column order. Granules swizzled as
- *       the f32 staging's.
- *   sd: per chunk (d, d * X), X the sum of the chunk's codes. */
+/* The int8 form of x (precision int8), made once per call by matmul.cu's preparation kernel
+ * into scratch (p.xq, p.xsd; p.ncp chunks per token, a multiple of 32) and read from there: by
+ * gemv.cu's kernel straight from global memory, by the tiled kernel through its shared tile.
+ * Each block of 32 columns is quantized exactly as the CPU's sd_i8_quant_block does it: amax =
+ * max |x|, q = rint(x * (127 / amax)) clamped to [-127, 127], d = amax / 127 (IEEE division, no
+ * contraction), a block holding a non-finite value or only zeros giving q = 0 and d = 0; so both
+ * backends see the same codes. Per token:
+ *   xq: the codes in the order the weights' nibbles come out of a word. 4-bit: chunk c (32
+ *       columns, one block) is two 16-byte granules, 2c holding the columns that pair with the
+ *       low nibbles (byte 4m + e: column 8m + 2e) and 2c + 1 those of the high nibbles (8m + 2e
+ *       + 1); 8-bit: chunk c (16 columns) is one granule in column order. Granule f is stored at
+ *       mm_swz(f) (a permutation inside each run of 8, which tiles of whole 8-granule runs keep),
+ *       so shared-memory copies read without bank conflicts.
+ *   xsd: per chunk (d, d * X), X the sum of the chunk's codes.
+ * One warp quantizes 128 columns (quad qd of a token): lane l holds columns 4l .. 4l + 3 in v, 8
+ * lanes a block. xb: the token's granules as bytes; sd: the token's chunk pairs. */
+template <int BITS>
+SDC_D void mm_i8_quad(const float4 v, int lane, unsigned char *xb, float2 *sd, int qd) {
+    const float f[4] = {v.x, v.y, v.z, v.w};
+    uint32_t a = 0u;   /* |x| as bits: ordered like the values, NaN and inf above every finite */
+#pragma unroll
+    for (int k = 0; k < 4; k++) a = max(a, __float_as_uint(f[k]) & 0x7fffffffu);
+#pragma unroll
+    for (int m = 1; m <= 4; m <<= 1) a = max(a, __shfl_xor_sync(0xffffffffu, a, m));
+    int q[4] = {0, 0, 0, 0};
+    float d = 0.0f;
+    if (a != 0u && a < 0x7f800000u) {
+        const float amax = __uint_as_float(a), id = __fdiv_rn(127.0f, amax);
+#pragma unroll
+        for (int k = 0; k < 4; k++) q[k] = (int)fminf(fmaxf(rintf(__fmul_rn(f[k], id)), -127.0f), 127.0f);
+        d = __fdiv_rn(amax, 127.0f);
+    }
+    int X = q[0] + q[1] + q[2] + q[3];
+    if constexpr (BITS == 4) {
+        const int cl = qd * 4 + (lane >> 3), m = (lane & 7) >> 1, e = 2 * (lane & 1);
+        *(unsigned short *)(xb + 16 * mm_swz(2 * cl) + 4 * m + e) = (unsigned short)((q[0] & 0xff) | (q[2] & 0xff) << 8);
+        *(unsigned short *)(xb + 16 * mm_swz(2 * cl + 1) + 4 * m + e) = (unsigned short)((q[1] & 0xff) | (q[3] & 0xff) << 8);
+#pragma unroll
+        for (int m2 = 1; m2 <= 4; m2 <<= 1) X += __shfl_xor_sync(0xffffffffu, X, m2);
+        if ((lane & 7) == 0) sd[cl] = make_float2(d, __fmul_rn(d, (float)X));
+    } else {
+        const int cl = qd * 8 + (lane >> 2);
+        *(uint32_t *)(xb + 16 * mm_swz(cl) + 4 * (lane & 3)) =
+            (uint32_t)(q[0] & 0xff) | (uint32_t)(q[1] & 0xff) << 8 | (uint32_t)(q[2] & 0xff) << 16 | (uint32_t)(q[3] & 0xff) << 24;
+#pragma unroll
+        for (int m2 = 1; m2 <= 2; m2 <<= 1) X += __shfl_xor_sync(0xffffffffu, X, m2);
+        if ((lane & 3) == 0) sd[cl] = make_float2(d, __fmul_rn(d, (float)X));
+    }
+}
+
+/* The tiled kernel's int8 tile: tokens tb .., chunks [c_lo, c_lo + tile_ch) of the prepared x
+ * copied into shared memory (zeros past T and past the prepared chunks), each granule moved from
+ * its place in the row's swizzle to its place in the tile's. */
 template <int FMT, int TT>
 SDC_D void mm_stage_i8(const sdc_mm_params &p, uint4 *xs, float2 *sd, int tb, int c_lo, int tile_ch) {
     using F = Fmt<FMT>;
-    constexpr int U = 4;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const int xt4 = tile_ch * F::XG, nq = tile_ch * F::E / 128, n = TT * nq, col0 = c_lo * F::E;
-    for (int i0 = warp; i0 < n; i0 += U * nw) {   /* i0 is the same over the warp: shuffles are safe */
-        float4 v[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {   /* the loads first */
-            v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-            const int i = i0 + u * nw;
-            if (i >= n) continue;
-            const int t = i / nq, col = col0 + (i - t * nq) * 128 + 4 * lane;
-            if (tb + t >= p.T) continue;
-            const float *xr = p.x + (size_t)(tb + t) * (size_t)p.ldx;
-            if (p.xvec && col + 4 <= p.cols) v[u] = __ldg((const float4 *)(xr + col));
-            else {
-                if (col + 0 < p.cols) v[u].x = __ldg(xr + col + 0);
-                if (col + 1 < p.cols) v[u].y = __ldg(xr + col + 1);
-                if (col + 2 < p.cols) v[u].z = __ldg(xr + col + 2);
-                if (col + 3 < p.cols) v[u].w = __ldg(xr + col + 3);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int i = i0 + u * nw;
-            if (i >= n) break;
-            const int t = i / nq, qd = i - t * nq;
-            const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-            uint32_t a = 0u;   /* |x| as bits: ordered like the values, NaN and inf above every finite */
-#pragma unroll
-            for (int k = 0; k < 4; k++) a = max(a, __float_as_uint(f[k]) & 0x7fffffffu);
-#pragma unroll
-            for (int m = 1; m <= 4; m <<= 1) a = max(a, __shfl_xor_sync(0xffffffffu, a, m));
-            int q[4] = {0, 0, 0, 0};
-            float d = 0.0f;
-            if (a != 0u && a < 0x7f800000u) {
-                const float amax = __uint_as_float(a), id = __fdiv_rn(127.0f, amax);
-#pragma unroll
-                for (int k = 0; k < 4; k++) q[k] = (int)fminf(fmaxf(rintf(__fmul_rn(f[k], id)), -127.0f), 127.0f);
-                d = __fdiv_rn(amax, 127.0f);
-            }
-            int X = q[0] + q[1] + q[2] + q[3];
-            unsigned char *xb = (unsigned char *)(xs + t * xt4);
-            if constexpr (F::BITS == 4) {
-                const int cl = qd * 4 + (lane >> 3), m = (lane & 7) >> 1, e = 2 * (lane & 1);
-                *(unsigned short *)(xb + 16 * mm_swz(2 * cl) + 4 * m + e) = (unsigned short)((q[0] & 0xff) | (q[2] & 0xff) << 8);
-                *(unsigned short *)(xb + 16 * mm_swz(2 * cl + 1) + 4 * m + e) = (unsigned short)((q[1] & 0xff) | (q[3] & 0xff) << 8);
-#pragma unroll
-                for (int m2 = 1; m2 <= 4; m2 <<= 1) X += __shfl_xor_sync(0xffffffffu, X, m2);
-                if ((lane & 7) == 0) sd[t * tile_ch + cl] = make_float2(d, __fmul_rn(d, (float)X));
-            } else {
-                const int cl = qd * 8 + (lane >> 2);
-                *(uint32_t *)(xb + 16 * mm_swz(cl) + 4 * (lane & 3)) =
-                    (uint32_t)(q[0] & 0xff) | (uint32_t)(q[1] & 0xff) << 8 | (uint32_t)(q[2] & 0xff) << 16 | (uint32_t)(q[3] & 0xff) << 24;
-#pragma unroll
-                for (int m2 = 1; m2 <= 2; m2 <<= 1) X += __shfl_xor_sync(0xffffffffu, X, m2);
-                if ((lane & 3) == 0) sd[t * tile_ch + cl] = make_float2(d, __fmul_rn(d, (float)X));
-            }
-        }
+    const int xt4 = tile_ch * F::XG, n4 = TT * xt4, nsd = TT * tile_ch, pld = p.ncp * F::XG;
+    const uint4 *gx = (const uint4 *)p.xq;
+    const float2 *gs = (const float2 *)p.xsd;
+    for (int i = threadIdx.x; i < n4; i += blockDim.x) {   /* logical granule f of the tile, in both swizzles */
+        const int t = i / xt4, f = i - t * xt4, gf = c_lo * F::XG + f;
+        xs[t * xt4 + mm_swz(f)] =
+            tb + t < p.T && gf < pld ? __ldg(gx + (size_t)(tb + t) * pld + mm_swz(gf)) : make_uint4(0u, 0u, 0u, 0u);
+    }
+    for (int i = threadIdx.x; i < nsd; i += blockDim.x) {
+        const int t = i / tile_ch, c = c_lo + (i - t * tile_ch);
+        sd[i] = tb + t < p.T && c < p.ncp ? __ldg(gs + (size_t)(tb + t) * p.ncp + c) : make_float2(0.f, 0.f);
     }
 }
 
