@@ -15,7 +15,8 @@
  *  - the group values are read by the permute itself, straight from memory: bf16 through vpermw
  *    (a bf16 placed in the high half of a 32-bit lane is its f32 value, so no conversion), f32
  *    through vpermps; f16 is converted once per row and 16 groups;
- *  - rows go in pairs, their steps interleaved (two independent chains in flight);
+ *  - with one token, rows go in pairs, their steps interleaved (two independent chains in flight);
+ *    with 2 to 4 tokens the tokens' chains are enough, and pairs were slower (up to 25% at T = 3);
  *  - a matrix larger than the caches (the LM head: 33 MB) is prefetched PF_ROWS rows ahead: the
  *    hardware prefetcher alone left the 2-thread LM head at about half the streaming bandwidth;
  *  - rows whose groups fit one 16-group window with at most 8 steps (every matrix of the embedded
@@ -71,15 +72,15 @@ typedef struct tok_ptrs {
     const float *dv[NT_MAX], *xv[NT_MAX];
 } tok_ptrs;
 
-/* Two rows: the first's weights start at wr and its group values at element e of sb / bb (es
- * bytes each); the second's are dw bytes and de elements further (0 and 0: the same row twice),
- * against NT tokens: the recipe's 16 lanes per (row, token) into out[j][t]. NS > 0: NS steps in
- * one window (constants, lane indices in ixv); NS == 0: a->steps in windows of sps (indices in
- * ixt). pf: prefetch the row pf rows ahead (0: none). */
+/* R rows (1 or 2): the first's weights start at wr and its group values at element e of sb / bb
+ * (es bytes each); the second's are dw bytes and de elements further (0 and 0: the same row
+ * twice), against NT tokens: the recipe's 16 lanes per (row, token) into out[j][t]. NS > 0: NS
+ * steps in one window (constants, lane indices in ixv); NS == 0: a->steps in windows of sps
+ * (indices in ixt). pf: prefetch the row(s) pf rows ahead (0: none). */
 SD_AINLINE void rows_lanes(const sd_i8_args *a, const int32_t *ixt, const __m512i *ixv, const uint8_t *wr, size_t dw,
                            const char *sb, const char *bb, size_t e, size_t de, int pf, const tok_ptrs *tp,
-                           const int NT, const int NS, const int bits, const specdec_dtype dt, __m512 out[2][NT_MAX]) {
-    enum { R = 2 };
+                           const int R, const int NT, const int NS, const int bits, const specdec_dtype dt,
+                           __m512 out[2][NT_MAX]) {
     const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2;
     const size_t rb = (size_t)a->W->cols * bits / 8, ng = (size_t)(a->W->cols / a->W->group);
     const int sw = bits == 4 ? 128 : 64;
@@ -155,14 +156,20 @@ SD_AINLINE void tile16(const sd_i8_args *a, const int32_t *ixt, int rt, int nr, 
     __m512i ixv[NS_MAX];
     for (int p = 0; p < NS; p++) ixv[p] = _mm512_loadu_si512(ixt + p * 16);
     int i = 0;
-    for (; i < nr; i += 2) {
-        /* an odd last row is computed twice, its second copy dropped: one code path, the same bits */
-        const int two = i + 1 < nr;
-        rows_lanes(a, ixt, ixv, w0 + (size_t)i * rb, two ? rb : 0, sb, bb, e0 + (size_t)i * ng, two ? ng : 0, pf, &tp, NT,
-                   NS, bits, dt, v);
-        for (int t = 0; t < NT; t++) {
-            rs[t][i] = v[0][t];
-            if (two) rs[t][i + 1] = v[1][t];
+    if (NT == 1) {   /* one token: two rows' chains interleaved */
+        for (; i < nr; i += 2) {
+            /* an odd last row is computed twice, its second copy dropped: one code path, the same bits */
+            const int two = i + 1 < nr;
+            rows_lanes(a, ixt, ixv, w0 + (size_t)i * rb, two ? rb : 0, sb, bb, e0 + (size_t)i * ng, two ? ng : 0, pf,
+                       &tp, 2, 1, NS, bits, dt, v);
+            rs[0][i] = v[0][0];
+            if (two) rs[0][i + 1] = v[1][0];
+        }
+    } else {         /* the tokens' chains are independent already: one row at a time */
+        for (; i < nr; i++) {
+            rows_lanes(a, ixt, ixv, w0 + (size_t)i * rb, 0, sb, bb, e0 + (size_t)i * ng, 0, pf, &tp, 1, NT, NS, bits,
+                       dt, v);
+            for (int t = 0; t < NT; t++) rs[t][i] = v[0][t];
         }
     }
     i = nr;
