@@ -64,6 +64,28 @@ static void test_argmax(void) {
     CHECK_EQ_INT(sd_argmax(c, 2), 0);
     float d[3] = {-INFINITY, -INFINITY, -INFINITY};
     CHECK_EQ_INT(sd_argmax(d, 3), 0);
+    float e[3] = {-0.0f, 0.0f, -1.0f};   /* +0 == -0: the lower index */
+    CHECK_EQ_INT(sd_argmax(e, 3), 0);
+    /* the chunked search against the definition on long rows: ties across chunks, NaN and -inf
+     * runs, the maximum in the tail, lengths that are not a whole number of chunks */
+    enum { N = 5000 };
+    static float x[N];
+    uint64_t s = 0x2545F4914F6CDD1DULL;
+    for (int trial = 0; trial < 400; trial++) {
+        int n = 1 + (int)(s % N);
+        for (int i = 0; i < n; i++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            int kind = (int)(s >> 59);   /* 0..31 */
+            x[i] = kind == 0 ? NAN : kind == 1 ? -INFINITY : (float)((int)((s >> 20) % 64) - 40);   /* many ties */
+        }
+        if (trial % 5 == 0) for (int i = 0; i < n; i++) x[i] = NAN;
+        if (trial % 7 == 0) x[n - 1] = 1000.0f;
+        int want = -1;
+        for (int i = 0; i < n; i++)
+            if (x[i] == x[i] && (want < 0 || x[i] > x[want])) want = i;
+        if (want < 0) want = 0;
+        CHECK(sd_argmax(x, n) == want, "argmax trial %d n %d: %d, definition %d", trial, n, sd_argmax(x, n), want);
+    }
 }
 
 static specdec_sampling_params params(float T, int k, float top_p, float min_p) {
