@@ -40,6 +40,27 @@ static void test_quant_block(void) {
     CHECK(sd_i8_quant_block(x, 32, q) == 0.0f && q[4] == 0, "non-finite block gives zeros");
     x[3] = NAN;
     CHECK(sd_i8_quant_block(x, 32, q) == 0.0f && q[4] == 0, "NaN block gives zeros");
+    /* the preparation's quantizer gives the definition's d and q, bit for bit: random blocks, exact
+     * halves (round to even), signed zeros, subnormals (a subnormal max makes 127 / max infinite),
+     * inf and NaN anywhere */
+    int8_t q2[32];
+    for (int trial = 0; trial < 3000; trial++) {
+        const int kind = trial % 8;
+        for (int i = 0; i < 32; i++) {
+            float v = rndf(0.0f, 1.0f);
+            if (kind == 1) v = (float)((int)(v * 20.0f)) * 0.5f;          /* halves after scaling by 127 / 10 */
+            if (kind == 2) v = v * 1e-39f;                                  /* subnormals */
+            if (kind == 3 && i % 5 == 0) v = i % 2 ? -0.0f : 0.0f;
+            if (kind == 4) v = i == trial % 32 ? 127.0f : (float)(i - 16) * 0.5f;   /* x * id lands on halves */
+            x[i] = v;
+        }
+        if (kind == 5) x[trial % 32] = (trial & 16) ? INFINITY : -INFINITY;
+        if (kind == 6) x[trial % 32] = NAN;
+        if (kind == 7) for (int i = 0; i < 32; i++) x[i] = i % 3 ? 0.0f : -0.0f;
+        float da = sd_i8_quant_block(x, 32, q), db = sd_i8_quant_block_fast(x, 32, q2);
+        CHECK(memcmp(&da, &db, 4) == 0 && memcmp(q, q2, 32) == 0, "quant_block_fast trial %d (kind %d): d %g vs %g", trial,
+              kind, da, db);
+    }
 }
 
 static sd_pool *pools[4];

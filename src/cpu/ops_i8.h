@@ -52,6 +52,8 @@ int sd_i8_supported(const sd_mat *W);
 /* Quantize one block of n <= 32 values: q[i] in [-127, 127], returns d (0 for an all-zero or
  * non-finite block, whose q are then 0). */
 float sd_i8_quant_block(const float *x, int n, int8_t *q);
+/* The same results (q and d, bit for bit) by a vectorizable route; what sd_i8_prep uses. */
+float sd_i8_quant_block_fast(const float *x, int n, int8_t *q);
 /* The prepared activations of one token (layout above). */
 void sd_i8_prep(const float *x, int cols, int bits, int8_t *xq, float *dv, float *xv);
 /* The canonical recipe in plain C over prepared activations (the portable level's kernel). */
