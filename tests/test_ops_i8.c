@@ -146,16 +146,17 @@ static void test_level(const sd_ops *F, const char *lvl) {
 }
 
 /* A matrix larger than the caches (the AVX-512 kernel prefetches those; the last tile reads its group
- * values from a padded copy): the reference's bits at T = 1, 2, 5 on 1 and 2 threads. */
+ * values from a padded copy): the reference's bits at T = 1 and 2 on 1 and 2 threads (kept short:
+ * the NEON run is emulated). */
 static void test_large(const sd_ops *F, const char *lvl) {
-    const int rows = 20011, cols = 384, T = 5;
+    const int rows = 20011, cols = 384, T = 2;
     tmat W = make_mat(rows, cols, 4, 64, SPECDEC_DTYPE_BF16);
     float *x = malloc(sizeof(float) * (size_t)T * cols);
     float *yr = malloc(sizeof(float) * (size_t)T * rows), *y = malloc(sizeof(float) * (size_t)T * rows);
     for (int i = 0; i < T * cols; i++) x[i] = rndf(0.0f, 1.0f);
     sd_i8_matmul_ref(&W.m, x, cols, yr, rows, T);
-    static const int Ts[] = {1, 2, 5};
-    for (int k = 0; k < 3; k++)
+    static const int Ts[] = {1, 2};
+    for (int k = 0; k < 2; k++)
         for (int th = 1; th <= 2; th++) {
             F->matmul_i8(&W.m, x, cols, y, rows, Ts[k], pools[th]);
             CHECK(memcmp(y, yr, sizeof(float) * (size_t)Ts[k] * rows) == 0, "%s large %dx%d T=%d threads=%d: not the reference's bits",
