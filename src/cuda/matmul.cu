@@ -26,6 +26,14 @@
  * 8k-16 for bytes), which keeps every code below bit 20 of the mantissa.
  * Dense arithmetic: acc = fmaf(w_j, x_j, acc) over the chunk's columns in order.
  *
+ * Int8 activations (precision int8, formats Q4I / Q8I, for the matrices sd_i8_applies takes).
+ * A preparation kernel quantizes each token's x once per call, 32 columns to a block exactly as
+ * the CPU does (mm_core.cuh), into scratch. Per (row, token) and chunk: I = sum_j q_j xq_j, an
+ * integer dot product (dp4a, exact in any order), then acc = fmaf(scale, I * d, acc) and acc =
+ * fmaf(bias, d * X, acc) with d the block's scale and X the sum of the chunk's codes: four float
+ * operations per 32 (4-bit) or 16 (8-bit) weights, where the f32 path does two per weight. The
+ * lane ownership and the butterfly are the f32 path's, so the contract below holds unchanged.
+ *
  * Batch invariance. For one (row, token) the value is: per lane, the chunks it owns in ascending
  * order with the fixed per-chunk arithmetic above, then the lanes summed by a fixed xor butterfly.
  * That depends only on cols and the format: never on T, TT, the tile widths, nw, the grid or
@@ -144,15 +152,7 @@ __global__ void __launch_bounds__(256) i8_prep_kernel(const sdc_mm_params p) {
     const int item = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (item >= p.T * nq) return;   /* the whole warp */
     const int t = item / nq, qd = item - t * nq, col = qd * 128 + 4 * lane;
-    const float *xr = p.x + (size_t)t * (size_t)p.ldx;
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (p.xvec && col + 4 <= p.cols) v = __ldg((const float4 *)(xr + col));
-    else {
-        if (col + 0 < p.cols) v.x = __ldg(xr + col + 0);
-        if (col + 1 < p.cols) v.y = __ldg(xr + col + 1);
-        if (col + 2 < p.cols) v.z = __ldg(xr + col + 2);
-        if (col + 3 < p.cols) v.w = __ldg(xr + col + 3);
-    }
+    const float4 v = mm_x4(p, p.x + (size_t)t * (size_t)p.ldx, col);
     mm_i8_quad<BITS>(v, lane, (unsigned char *)((uint4 *)p.xq + (size_t)t * p.ncp * XG), (float2 *)p.xsd + (size_t)t * p.ncp,
                      qd);
 }
@@ -204,11 +204,14 @@ int g_legacy = 0;   /* sd_cuda_matmul_legacy: the tiled kernel for every call (b
 
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
     pl->use_gv = false;
-    /* int8 rows: the tiled kernel from T = 3 on and for matrices of 2^28 weights or more (an 8B
-     * LM head), gemv.cu's kernel below (bench_cuda on an H200: at T = 4 the tiled kernel took
-     * 0.5-0.7x the gemv kernel's time on the 8B shape's matrices, at T = 1 1.2-1.7x, except the
-     * LM head's 0.94x); both give a row the same bits */
-    const bool i8_tiled = sdc_mm_i8(p->fmt) && (p->T > 2 || (double)p->rows * (double)p->cols >= 268435456.0);
+    /* int8 rows: the tiled kernel from T = 3 on for matrices of 4096 rows or more, and at any T
+     * for matrices of 2^28 weights or more (an 8B LM head); gemv.cu's kernel elsewhere. bench_cuda
+     * on an H200, 8B shape (docs/benchmarks/cuda-int8-h200-2026-12-02.md): at T = 4 the tiled
+     * kernel took 0.5-0.8x the gemv kernel's time on the 4096- and 12288-row matrices but 1.5x
+     * on the 1024-row k and v; at T = 1 1.2-1.7x, except the LM head's 0.94x. Both give a row
+     * the same bits. */
+    const bool i8_tiled = sdc_mm_i8(p->fmt) && ((p->T > 2 && p->rows >= 4096) ||
+                                                 (double)p->rows * (double)p->cols >= 268435456.0);
     if (!g_legacy && !i8_tiled) {
         cudaError_t e = cudaSuccess;
         const int r = sdc_gv_plan_for(p, d, lma, d->smem_optin, &pl->gv, &e);

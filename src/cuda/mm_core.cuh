@@ -107,6 +107,17 @@ SDC_D void mm_dense4(const uint4 &w, int m, float f[4]) {
     }
 }
 
+/* Columns col .. col + 3 of the activation row xr, zeros past cols. */
+SDC_D float4 mm_x4(const sdc_mm_params &p, const float *xr, int col) {
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (p.xvec && col + 4 <= p.cols) return __ldg((const float4 *)(xr + col));
+    if (col + 0 < p.cols) v.x = __ldg(xr + col + 0);
+    if (col + 1 < p.cols) v.y = __ldg(xr + col + 1);
+    if (col + 2 < p.cols) v.z = __ldg(xr + col + 2);
+    if (col + 3 < p.cols) v.w = __ldg(xr + col + 3);
+    return v;
+}
+
 /* Granule i of the staging (token i / xt4, granule i % xt4 of the tile) from global memory:
  * zeros past T, past cols or past the end. */
 template <int TT>
@@ -115,13 +126,7 @@ SDC_D float4 mm_xgran(const sdc_mm_params &p, int tb, int col0, int xt4, int i) 
     if (i >= TT * xt4) return v;
     const int t = i / xt4, col = col0 + 4 * (i - t * xt4);
     if (tb + t >= p.T) return v;
-    const float *xr = p.x + (size_t)(tb + t) * (size_t)p.ldx;
-    if (p.xvec && col + 4 <= p.cols) return __ldg((const float4 *)(xr + col));
-    if (col + 0 < p.cols) v.x = __ldg(xr + col + 0);
-    if (col + 1 < p.cols) v.y = __ldg(xr + col + 1);
-    if (col + 2 < p.cols) v.z = __ldg(xr + col + 2);
-    if (col + 3 < p.cols) v.w = __ldg(xr + col + 3);
-    return v;
+    return mm_x4(p, p.x + (size_t)(tb + t) * (size_t)p.ldx, col);
 }
 
 /* u32 dot product of 4 unsigned bytes (a: weight codes) with 4 signed bytes (b: activations),
