@@ -2,10 +2,13 @@
  * activations, at the embedded model's decode shapes (4-bit, group 64, bf16 scales), T = 1.
  * Arms are interleaved sample by sample (level x precision in turn), so machine load hits them
  * alike; prints median / min / max microseconds over the samples and each arm's share of the
- * fastest. Usage: bench_levels [threads=2] [samples=15] [T=1] */
+ * fastest. Then the per-call costs around the kernels: the int8 preparation of one token
+ * (sd_i8_prep) at each width, and the greedy pick over the vocabulary (sd_argmax), min / median
+ * over the samples. Usage: bench_levels [threads=2] [samples=15] [T=1] */
 #include "cpu/ops.h"
 #include "cpu/ops_i8.h"
 #include "util/dtype.h"
+#include "sample/sample.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +78,35 @@ int main(int argc, char **argv) {
         }
         free(t);
         free((void *)W.w); free((void *)W.scales); free((void *)W.biases);
+    }
+    /* per-call costs: the int8 preparation of one token, the greedy pick over the vocabulary */
+    {
+        static int8_t xq[2048];
+        static float dv[512], xv[512];
+        static const int pc[] = {384, 640, 768, 2048};
+        double *t = malloc(sizeof(double) * (size_t)samples);
+        printf("\n| per call | size | median us | min us |\n| --- | --- | --- | --- |\n");
+        float *xx = malloc(sizeof(float) * 2048);
+        for (int i = 0; i < 2048; i++) xx[i] = (float)((int)(rnd32() % 2001) - 1000) * 1e-3f;
+        for (int c = 0; c < 4; c++) {
+            for (int s = 0; s < samples; s++) {
+                double t0 = now_us();
+                for (int r = 0; r < 200; r++) sd_i8_prep(xx, pc[c], 4, xq, dv, xv);
+                t[s] = (now_us() - t0) / 200;
+            }
+            qsort(t, (size_t)samples, sizeof(double), cmpd);
+            printf("| sd_i8_prep (4-bit layout) | %d columns | %.2f | %.2f |\n", pc[c], t[samples / 2], t[0]);
+        }
+        int32_t sink = 0;
+        for (int s = 0; s < samples; s++) {
+            double t0 = now_us();
+            for (int r = 0; r < 20; r++) sink += sd_argmax(y, 151936);
+            t[s] = (now_us() - t0) / 20;
+        }
+        qsort(t, (size_t)samples, sizeof(double), cmpd);
+        printf("| sd_argmax | 151936 logits | %.1f | %.1f |\n", t[samples / 2], t[0]);
+        if (sink == -1) printf("!\n");   /* keeps the calls */
+        free(t); free(xx);
     }
     if (pool) sd_pool_free(pool);
     free(x); free(y);
