@@ -35,6 +35,7 @@ static inline bool cuda_setup(void) {
     memset(&o, 0, sizeof o);
     o.reference = true;
     o.n_threads = 2;
+    o.precision = SD_PRECISION_F32;   /* the f32 reference (the CPU's default precision may be int8) */
     CHECK(sd_backend_cpu_new(&o, &R, &E) == SPECDEC_OK, "reference backend: %s", E.msg);
     if (!sd_backend_cuda_available()) return false;
     memset(&o, 0, sizeof o);

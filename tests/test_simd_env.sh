@@ -4,8 +4,8 @@
 # classic text of the same level. Levels sum in different orders, so the text of two levels is
 # compared for information only (a near-tie may flip between them). With int8 activations
 # (--precision int8) every level computes the same recipe bit for bit (src/cpu/ops_i8.h), so there
-# the text of every level must equal the portable C level's, and speculative == classic for the MTP
-# and n-gram drafters. A name the machine cannot run is refused (test_cli_errors.sh).
+# the text of every level must equal the portable C level's, and speculative == classic for the MTP,
+# n-gram and draft-model drafters at both precisions. A name the machine cannot run is refused (test_cli_errors.sh).
 . "$(dirname "$0")/cli_lib.sh"
 MODEL=$M
 P=$'// FILE: fs/x.c\n#include <linux/fs.h>\n\nstatic int'
@@ -29,8 +29,9 @@ for l in avx512 avx2 neon portable scalar; do
   for pr in f32 int8; do   # every drafter x precision: speculative == classic
     SPECDEC_SIMD=$l "$BIN" run -m "$MODEL" -n 8 --threads 2 --precision $pr -p "$P" > "$T/$l.$pr" 2> /dev/null ||
       { echo "FAIL $l $pr: classic run"; fail=1; continue; }
-    for d in mtp ngram; do
-      SPECDEC_SIMD=$l "$BIN" run -m "$MODEL" -n 8 --threads 2 --precision $pr --draft $d -p "$P" > "$T/$l.$pr.$d" 2> /dev/null ||
+    for d in mtp ngram model; do   # model: the target drafting for itself through the draft-model drafter
+      D=(--draft $d); [ $d = model ] && D=(--draft "model:$MODEL")
+      SPECDEC_SIMD=$l "$BIN" run -m "$MODEL" -n 8 --threads 2 --precision $pr "${D[@]}" -p "$P" > "$T/$l.$pr.$d" 2> /dev/null ||
         { echo "FAIL $l $pr: $d run"; fail=1; continue; }
       cmp -s "$T/$l.$pr.$d" "$T/$l.$pr" || { echo "FAIL $l $pr: $d text differs from classic"; fail=1; }
     done
