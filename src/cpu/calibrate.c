@@ -6,7 +6,7 @@
  * int8 activations separately, a few ms in all, samples interleaved across levels so a busy
  * machine slows them alike; the fastest (minimum over the samples) wins, per precision.
  * The result is cached in $XDG_CACHE_HOME/specdec/cpu-levels (else ~/.cache/specdec/) under a
- * key of CPU model + ISA flags + specdec version; a file that does not parse, has another key or
+ * key of CPU model + ISA flags + specdec version + kernel generation; a file that does not parse, has another key or
  * names a level this machine cannot run is ignored and rewritten. SPECDEC_CALIBRATE=0 skips the
  * measurement (the static order avx512 > avx2 > neon), =force ignores the cache. SPECDEC_SIMD
  * still overrides everything (ops_fast.c). */
@@ -25,6 +25,11 @@
 
 static sd_calib g_cal;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* The kernels' generation, part of the cache key: a change that moves the levels' relative speed
+ * (the AVX-512 int8 rows of 2026-12-02 ran 2 to 3x faster than the ones cached before them) must
+ * not be judged by a measurement of the old kernels under an unchanged version number. */
+#define SD_CALIB_KERNELS "kernels-2"
 
 static const char *const k_levels[] = {"avx512", "avx2", "neon"};
 enum { NLEV = 3, CAL_ROUNDS = 5, CAL_ROWS = 2048, CAL_COLS = 384 };
@@ -154,7 +159,7 @@ static void calibrate(void) {
     char model[256], flags[160];
     cpu_model(model, sizeof model);
     cpu_flags(flags, sizeof flags);
-    snprintf(g_cal.key, sizeof g_cal.key, "%s|%s|%s", model, flags, specdec_version());
+    snprintf(g_cal.key, sizeof g_cal.key, "%s|%s|%s|%s", model, flags, specdec_version(), SD_CALIB_KERNELS);
     cache_path(g_cal.where, sizeof g_cal.where);
     const char *env = getenv("SPECDEC_CALIBRATE");
     int n = 0, first = -1;

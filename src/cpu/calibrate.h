@@ -13,7 +13,7 @@ typedef enum sd_calib_how {
 typedef struct sd_calib {
     const char *f32_level, *i8_level;   /* fastest level for f32 / int8 activations */
     sd_calib_how how;
-    char key[512];                      /* CPU model | ISA flags | specdec version */
+    char key[512];                      /* CPU model | ISA flags | specdec version | kernel generation */
     char where[512];                    /* the cache file */
     char times[256];                    /* "avx512 f32 410 us int8 120 us, avx2 ..." */
 } sd_calib;
