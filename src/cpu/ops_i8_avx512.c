@@ -245,16 +245,15 @@ static void rows(const sd_i8_args *a, int r0, int r1) {
     const sd_mat *W = a->W;
     const int d = W->dtype == SPECDEC_DTYPE_F16 ? 1 : W->dtype == SPECDEC_DTYPE_BF16 ? 2 : 0;
     static const kern_fn gen[2][3] = {{q4_f32, q4_f16, q4_bf16}, {q8_f32, q8_f16, q8_bf16}};
-    static const kern_fn ns4[NS_MAX] = {q4_bf16_s1, q4_bf16_s2, q4_bf16_s3, q4_bf16_s4,
-                                        q4_bf16_s5, q4_bf16_s6, q4_bf16_s7, q4_bf16_s8};
-    static const kern_fn ns8[NS_MAX] = {q8_bf16_s1, q8_bf16_s2, q8_bf16_s3, q8_bf16_s4,
-                                        q8_bf16_s5, q8_bf16_s6, q8_bf16_s7, q8_bf16_s8};
+    static const kern_fn ns[2][NS_MAX] = {
+        {q4_bf16_s1, q4_bf16_s2, q4_bf16_s3, q4_bf16_s4, q4_bf16_s5, q4_bf16_s6, q4_bf16_s7, q4_bf16_s8},
+        {q8_bf16_s1, q8_bf16_s2, q8_bf16_s3, q8_bf16_s4, q8_bf16_s5, q8_bf16_s6, q8_bf16_s7, q8_bf16_s8}};
     /* lane -> group within its window in the permute's form (bf16: high word, < 16) */
     int32_t ixt[SD_I8_MAXCOLS / 4];
     for (int i = 0; i < a->steps * 16; i++) ixt[i] = d == 2 ? (a->g16[i] & 15) << 16 : a->g16[i] & 15;
     kern_fn k = gen[W->bits == 8][d];
     const int one_window = W->cols / W->group <= 16 && a->steps <= NS_MAX;
-    if (d == 2 && one_window) k = (W->bits == 4 ? ns4 : ns8)[a->steps - 1];
+    if (d == 2 && one_window) k = ns[W->bits == 8][a->steps - 1];
     k(a, ixt, r0, r1);
 }
 
