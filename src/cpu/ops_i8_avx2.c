@@ -5,117 +5,246 @@
  *   AVX2 (vpmaddubsw + vpmaddwd): pairs into 16 bits, then pairs of pairs into 32. A pair of 4-bit
  *     weights times activations is at most 2 * 15 * 127 = 3810, so the low- and high-nibble pairs
  *     can even be added in 16 bits (7620) before one vpmaddwd. 8-bit weights would overflow a pair
- *     (2 * 255 * 127), so they are split into nibbles: I = I(low) + 16 * I(high), exact.
- * Both forms give the same integers, hence the same results. */
+ *     (2 * 255 * 127), so they are split into nibbles: I = I(low) + 16 * I(high), the factor 16
+ *     applied by the vpmaddwd of the high pairs (exact in 32 bits).
+ * Both forms give the same integers, hence the same results.
+ *
+ * Why it is shaped this way (bench/bench_i8.c, one Zen 5 core): the first version, one row and up
+ * to 4 tokens at a time, ran at 13 ns a row where the AVX-512 kernel takes 5: per half step it
+ * converted two scalar group values and broadcast them, and finished every row with its own
+ * horizontal sum, and it asked CPUID for AVX-VNNI on every call (3 us under a hypervisor, which
+ * traps the instruction). Here:
+ *  - the CPU's features are read once;
+ *  - a group value reaches its lanes as one broadcast load plus one shift (bf16 in the high half
+ *    of a 32-bit lane is its f32 value); with 4-bit weights, group 64 and bf16 scales (the models
+ *    here) the two halves' groups are adjacent (g, g + 1, g even), so one 32-bit broadcast carries
+ *    both and a shift / a mask picks each;
+ *  - one row at a time, also with one token: rows in pairs or fours (their chains interleaved, as
+ *    the AVX-512 kernel does) ran 40% and 55% slower here, the 16 ymm registers spilling;
+ *  - 8 rows are finished together by one transpose-add network per token (tree8: the
+ *    recipe's final tree for 8 rows at once, one store);
+ *  - a matrix larger than the caches (the LM head) is prefetched PF_ROWS rows ahead, as in the
+ *    AVX-512 kernel. */
 #include "cpu/ops_i8.h"
 #include "util/dtype.h"
 #include <cpuid.h>
 #include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
 #include "cpu/ops_simd.h"
 
 #define NT_MAX 4
+#define PF_ROWS 32
+#define PF_MIN_BYTES (4u << 20)
 
-/* 32-bit lanes of (u8 a) . (s8 b) over 4 bytes, plus those of (u8 c) . (s8 d), added to acc. */
-SD_AINLINE __m256i dot2_mad(__m256i acc, __m256i a, __m256i b, __m256i c, __m256i d) {
-    const __m256i ones = _mm256_set1_epi16(1);
+/* The recipe's final tree for 8 rows: v[i] holds row i's u (acc[l] + acc[l + 8], l < 8); y[i] =
+ * ((u0 + u4) + (u2 + u6)) + ((u1 + u5) + (u3 + u7)) of row i, the same additions as sd_hsum8. */
+SD_AINLINE __m256 tree8(const __m256 *v) {
+    __m256 a[4], b[2];
+    /* a_l = u_l + u_l+4: lanes 0-3 row j, lanes 4-7 row j + 4 */
+    for (int j = 0; j < 4; j++)
+        a[j] = _mm256_add_ps(_mm256_permute2f128_ps(v[j], v[j + 4], 0x20), _mm256_permute2f128_ps(v[j], v[j + 4], 0x31));
+    /* b = (a0 + a2, a1 + a3): per 128-bit half, rows (j, j + 1) */
+    for (int j = 0; j < 2; j++)
+        b[j] = _mm256_add_ps(_mm256_shuffle_ps(a[2 * j], a[2 * j + 1], 0x44), _mm256_shuffle_ps(a[2 * j], a[2 * j + 1], 0xEE));
+    /* b0 + b1: rows 0 1 2 3 | 4 5 6 7 */
+    return _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], 0x88), _mm256_shuffle_ps(b[0], b[1], 0xDD));
+}
+
+/* A broadcast 32-bit word of memory (no alignment, no aliasing assumptions). */
+SD_AINLINE __m256i bcast32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Element e of group values at p (dtype dt) in every lane. */
+SD_AINLINE __m256 bcast_group(specdec_dtype dt, const void *p, size_t e) {
+    if (dt == SPECDEC_DTYPE_F32) return _mm256_set1_ps(((const float *)p)[e]);
+    uint16_t h;
+    memcpy(&h, (const uint16_t *)p + e, 2);
+    if (dt == SPECDEC_DTYPE_F16) return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_set1_epi16((short)h), 16));
+}
+
+/* 32-bit lanes of (u8 a) . (s8 b) over 4 bytes, plus those of (u8 c) . (s8 d). */
+SD_AINLINE __m256i dot2_mad(__m256i a, __m256i b, __m256i c, __m256i d) {
     __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(a, b), _mm256_maddubs_epi16(c, d));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 /* Not always_inline: the non-VNNI kernels keep an uncalled copy rather than fail to inline. */
-__attribute__((target("avxvnni"))) static inline __m256i dot2_vnni(__m256i acc, __m256i a, __m256i b, __m256i c,
-                                                                   __m256i d) {
-    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, a, b), c, d);
+__attribute__((target("avxvnni"))) static inline __m256i dot2_vnni(__m256i a, __m256i b, __m256i c, __m256i d) {
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), a, b), c, d);
+}
+__attribute__((target("avxvnni"))) static inline __m256i dot1_vnni(__m256i a, __m256i b) {
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), a, b);
 }
 
-SD_AINLINE void row_tile(const sd_i8_args *a, int r, int t0, const int NT, const int bits, const specdec_dtype dt,
-                         const int vnni) {
+/* The per-token operands. */
+typedef struct tok_ptrs {
+    const int8_t *xq[NT_MAX];
+    const float *dv[NT_MAX], *xv[NT_MAX];
+} tok_ptrs;
+
+/* One row (weights at wr, group values from element e) against NT tokens: u[t] = acc half 0 + acc
+ * half 1 (the tree's first level). PAIR: 4-bit, group 64, bf16 (the halves' groups adjacent, the
+ * first even). pf: prefetch the row pf rows ahead (0: none). */
+SD_AINLINE void row_u(const sd_i8_args *a, const uint8_t *wr, size_t e, int pf, const tok_ptrs *tp, const int NT,
+                      const int bits, const specdec_dtype dt, const int vnni, const int PAIR, __m256 *u) {
     const sd_mat *W = a->W;
-    const int cols = W->cols, ng = cols / W->group;
-    const uint8_t *wr = (const uint8_t *)W->w + (size_t)r * (size_t)(cols * bits / 8);
-    const size_t gr = (size_t)r * ng;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const size_t rb = (size_t)W->cols * bits / 8, es = dt == SPECDEC_DTYPE_F32 ? 4 : 2;
+    const size_t ng = (size_t)(W->cols / W->group);
+    const char *sc = (const char *)W->scales, *bi = (const char *)W->biases;
+    const int sw = bits == 4 ? 128 : 64;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), hm = _mm256_set1_epi32((int)0xFFFF0000u);
     __m256 acc[NT_MAX][2];
     for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    if (pf) {   /* the row's group values (a few bytes) */
+        _mm_prefetch(sc + (e + (size_t)pf * ng) * es, _MM_HINT_T0);
+        _mm_prefetch(bi + (e + (size_t)pf * ng) * es, _MM_HINT_T0);
+    }
     for (int p = 0; p < a->steps; p++) {
+        if (pf) _mm_prefetch((const char *)wr + (size_t)pf * rb + (size_t)p * 64, _MM_HINT_T0);   /* a step: 64 bytes */
+        __m256i s2 = _mm256_setzero_si256(), b2 = s2;
+        if (PAIR) {   /* group 64: half h of step p is group 2p + h, the pair's low word first */
+            s2 = bcast32(sc + (e + (size_t)(2 * p)) * 2);
+            b2 = bcast32(bi + (e + (size_t)(2 * p)) * 2);
+        }
         for (int h = 0; h < 2; h++) {
-            const int g = a->g16[p * 16 + 8 * h];
-            const __m256 S = _mm256_set1_ps(sd_elem(dt, W->scales, gr + g));
-            const __m256 B = _mm256_set1_ps(sd_elem(dt, W->biases, gr + g));
+            __m256 S, B;
+            if (PAIR) {
+                S = _mm256_castsi256_ps(h ? _mm256_and_si256(s2, hm) : _mm256_slli_epi32(s2, 16));
+                B = _mm256_castsi256_ps(h ? _mm256_and_si256(b2, hm) : _mm256_slli_epi32(b2, 16));
+            } else {
+                const size_t g = e + (size_t)a->g16[p * 16 + 8 * h];
+                S = bcast_group(dt, sc, g);
+                B = bcast_group(dt, bi, g);
+            }
             const __m256i w = _mm256_loadu_si256((const __m256i *)(wr + (size_t)p * 64 + 32 * h));
-            const __m256i lo = _mm256_and_si256(w, m4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+            __m256i lo = w, hi = w;
+            if (bits == 4 || !vnni) {
+                lo = _mm256_and_si256(w, m4);
+                hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), m4);
+            }
             for (int t = 0; t < NT; t++) {
-                const size_t tt = (size_t)(t0 + t);
-                const int8_t *xq = a->xq + tt * a->ldq;
+                const int8_t *xq = tp->xq[t] + (size_t)p * sw + 32 * h;
+                const __m256i xa = _mm256_loadu_si256((const __m256i *)xq);
                 __m256i I;
-                if (bits == 4) {   /* low nibbles against xq[p*128 + 32h ..], high against [+ 64] */
-                    const __m256i xa = _mm256_loadu_si256((const __m256i *)(xq + (size_t)p * 128 + 32 * h));
-                    const __m256i xb = _mm256_loadu_si256((const __m256i *)(xq + (size_t)p * 128 + 64 + 32 * h));
-                    I = vnni ? dot2_vnni(_mm256_setzero_si256(), lo, xa, hi, xb)
-                             : dot2_mad(_mm256_setzero_si256(), lo, xa, hi, xb);
+                if (bits == 4) {   /* high nibbles against the activations 64 bytes on */
+                    const __m256i xb = _mm256_loadu_si256((const __m256i *)(xq + 64));
+                    I = vnni ? dot2_vnni(lo, xa, hi, xb) : dot2_mad(lo, xa, hi, xb);
+                } else if (vnni) {
+                    I = dot1_vnni(lo, xa);
                 } else {
-                    const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + (size_t)p * 64 + 32 * h));
-                    if (vnni) {
-                        I = _mm256_setzero_si256();
-                        I = dot2_vnni(I, w, x, _mm256_setzero_si256(), x);
-                    } else {
-                        const __m256i z = _mm256_setzero_si256();
-                        __m256i il = dot2_mad(z, lo, x, z, x), ih = dot2_mad(z, hi, x, z, x);
-                        I = _mm256_add_epi32(il, _mm256_slli_epi32(ih, 4));
-                    }
+                    I = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, xa), _mm256_set1_epi16(1)),
+                                         _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xa), _mm256_set1_epi16(16)));
                 }
-                const __m256 F = _mm256_mul_ps(_mm256_cvtepi32_ps(I), _mm256_loadu_ps(a->dv + tt * a->ldv + p * 16 + 8 * h));
+                const __m256 F = _mm256_mul_ps(_mm256_cvtepi32_ps(I), _mm256_loadu_ps(tp->dv[t] + p * 16 + 8 * h));
                 acc[t][h] = _mm256_fmadd_ps(S, F, acc[t][h]);
-                acc[t][h] = _mm256_fmadd_ps(B, _mm256_loadu_ps(a->xv + tt * a->ldv + p * 16 + 8 * h), acc[t][h]);
+                acc[t][h] = _mm256_fmadd_ps(B, _mm256_loadu_ps(tp->xv[t] + p * 16 + 8 * h), acc[t][h]);
             }
         }
     }
-    for (int t = 0; t < NT; t++) a->y[(size_t)(t0 + t) * a->ldy + r] = sd_hsum8(_mm256_add_ps(acc[t][0], acc[t][1]))   /* the recipe's tree */;
+    for (int t = 0; t < NT; t++) u[t] = _mm256_add_ps(acc[t][0], acc[t][1]);
 }
 
-SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, const specdec_dtype dt, const int vnni) {
-    for (int r = r0; r < r1; r++) {
+/* Rows rt..rt+nr-1 (nr <= 8) against tokens t0..t0+NT-1. */
+SD_AINLINE void tile8(const sd_i8_args *a, int rt, int nr, int pf, int t0, const int NT, const int bits,
+                      const specdec_dtype dt, const int vnni, const int PAIR) {
+    const sd_mat *W = a->W;
+    const size_t rb = (size_t)W->cols * bits / 8, ng = (size_t)(W->cols / W->group);
+    const uint8_t *w0 = (const uint8_t *)W->w + (size_t)rt * rb;
+    tok_ptrs tp;
+    for (int t = 0; t < NT; t++) {
+        const size_t tt = (size_t)(t0 + t);
+        tp.xq[t] = a->xq + tt * a->ldq;
+        tp.dv[t] = a->dv + tt * a->ldv;
+        tp.xv[t] = a->xv + tt * a->ldv;
+    }
+    __m256 rs[NT_MAX][8], v[NT_MAX];
+    for (int i = 0; i < nr; i++) {
+        row_u(a, w0 + (size_t)i * rb, (size_t)(rt + i) * ng, pf, &tp, NT, bits, dt, vnni, PAIR, v);
+        for (int t = 0; t < NT; t++) rs[t][i] = v[t];
+    }
+    for (int i = nr; i < 8; i++)
+        for (int t = 0; t < NT; t++) rs[t][i] = _mm256_setzero_ps();
+    for (int t = 0; t < NT; t++) {
+        float *y = a->y + (size_t)(t0 + t) * a->ldy + rt;
+        const __m256 r = tree8(rs[t]);
+        if (nr == 8) {
+            _mm256_storeu_ps(y, r);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, r);
+            memcpy(y, tmp, sizeof(float) * (size_t)nr);
+        }
+    }
+}
+
+SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, const specdec_dtype dt, const int vnni,
+                          const int PAIR) {
+    const sd_mat *W = a->W;
+    const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2, ng = (size_t)(W->cols / W->group);
+    const size_t bytes = (size_t)W->rows * ((size_t)W->cols * bits / 8 + 2 * ng * es);
+    const int pf = bytes >= PF_MIN_BYTES ? PF_ROWS : 0;
+    for (int rt = r0; rt < r1; rt += 8) {
+        const int nr = r1 - rt < 8 ? r1 - rt : 8;
+        /* prefetches stay inside the matrix: none for the last PF_ROWS + 8 rows */
+        const int pt = pf && rt + 8 + pf <= W->rows ? pf : 0;
         int t = 0;
-        for (; t + 4 <= a->T; t += 4) row_tile(a, r, t, 4, bits, dt, vnni);
+        for (; t + 4 <= a->T; t += 4) tile8(a, rt, nr, t ? 0 : pt, t, 4, bits, dt, vnni, PAIR);
+        const int pr = t ? 0 : pt;   /* the first token tile of a row tile brings its rows in */
         switch (a->T - t) {
-        case 3: row_tile(a, r, t, 3, bits, dt, vnni); break;
-        case 2: row_tile(a, r, t, 2, bits, dt, vnni); break;
-        case 1: row_tile(a, r, t, 1, bits, dt, vnni); break;
+        case 3: tile8(a, rt, nr, pr, t, 3, bits, dt, vnni, PAIR); break;
+        case 2: tile8(a, rt, nr, pr, t, 2, bits, dt, vnni, PAIR); break;
+        case 1: tile8(a, rt, nr, pr, t, 1, bits, dt, vnni, PAIR); break;
         default: break;
         }
     }
 }
 
-#define KIND(name, BITS, DT, VN, ATTR) \
-    ATTR static void name(const sd_i8_args *a, int r0, int r1) { rows_kind(a, r0, r1, BITS, DT, VN); }
+#define KIND(name, BITS, DT, VN, PAIR, ATTR) \
+    ATTR static void name(const sd_i8_args *a, int r0, int r1) { rows_kind(a, r0, r1, BITS, DT, VN, PAIR); }
 #define VNNI_ATTR __attribute__((target("avxvnni")))
-KIND(q4_f32, 4, SPECDEC_DTYPE_F32, 0, )
-KIND(q4_f16, 4, SPECDEC_DTYPE_F16, 0, )
-KIND(q4_bf16, 4, SPECDEC_DTYPE_BF16, 0, )
-KIND(q8_f32, 8, SPECDEC_DTYPE_F32, 0, )
-KIND(q8_f16, 8, SPECDEC_DTYPE_F16, 0, )
-KIND(q8_bf16, 8, SPECDEC_DTYPE_BF16, 0, )
-KIND(v4_f32, 4, SPECDEC_DTYPE_F32, 1, VNNI_ATTR)
-KIND(v4_f16, 4, SPECDEC_DTYPE_F16, 1, VNNI_ATTR)
-KIND(v4_bf16, 4, SPECDEC_DTYPE_BF16, 1, VNNI_ATTR)
-KIND(v8_f32, 8, SPECDEC_DTYPE_F32, 1, VNNI_ATTR)
-KIND(v8_f16, 8, SPECDEC_DTYPE_F16, 1, VNNI_ATTR)
-KIND(v8_bf16, 8, SPECDEC_DTYPE_BF16, 1, VNNI_ATTR)
+KIND(q4_f32, 4, SPECDEC_DTYPE_F32, 0, 0, )
+KIND(q4_f16, 4, SPECDEC_DTYPE_F16, 0, 0, )
+KIND(q4_bf16, 4, SPECDEC_DTYPE_BF16, 0, 0, )
+KIND(q4_bf16_pair, 4, SPECDEC_DTYPE_BF16, 0, 1, )
+KIND(q8_f32, 8, SPECDEC_DTYPE_F32, 0, 0, )
+KIND(q8_f16, 8, SPECDEC_DTYPE_F16, 0, 0, )
+KIND(q8_bf16, 8, SPECDEC_DTYPE_BF16, 0, 0, )
+KIND(v4_f32, 4, SPECDEC_DTYPE_F32, 1, 0, VNNI_ATTR)
+KIND(v4_f16, 4, SPECDEC_DTYPE_F16, 1, 0, VNNI_ATTR)
+KIND(v4_bf16, 4, SPECDEC_DTYPE_BF16, 1, 0, VNNI_ATTR)
+KIND(v4_bf16_pair, 4, SPECDEC_DTYPE_BF16, 1, 1, VNNI_ATTR)
+KIND(v8_f32, 8, SPECDEC_DTYPE_F32, 1, 0, VNNI_ATTR)
+KIND(v8_f16, 8, SPECDEC_DTYPE_F16, 1, 0, VNNI_ATTR)
+KIND(v8_bf16, 8, SPECDEC_DTYPE_BF16, 1, 0, VNNI_ATTR)
 
 typedef void (*rows_fn)(const sd_i8_args *, int, int);
-static const rows_fn tab[2][2][3] = {{{q4_f32, q4_f16, q4_bf16}, {q8_f32, q8_f16, q8_bf16}},
-                                     {{v4_f32, v4_f16, v4_bf16}, {v8_f32, v8_f16, v8_bf16}}};
+/* [vnni][bits == 8][scale dtype: f32, f16, bf16, bf16 with the 4-bit group-64 pairing] */
+static const rows_fn tab[2][2][4] = {{{q4_f32, q4_f16, q4_bf16, q4_bf16_pair}, {q8_f32, q8_f16, q8_bf16, q8_bf16}},
+                                     {{v4_f32, v4_f16, v4_bf16, v4_bf16_pair}, {v8_f32, v8_f16, v8_bf16, v8_bf16}}};
 
-static int dtype_ix(specdec_dtype dt) { return dt == SPECDEC_DTYPE_F16 ? 1 : dt == SPECDEC_DTYPE_BF16 ? 2 : 0; }
-static void rows_mad(const sd_i8_args *a, int r0, int r1) { tab[0][a->W->bits == 8][dtype_ix(a->W->dtype)](a, r0, r1); }
-static void rows_vnni(const sd_i8_args *a, int r0, int r1) { tab[1][a->W->bits == 8][dtype_ix(a->W->dtype)](a, r0, r1); }
+static int kind_ix(const sd_mat *W) {
+    if (W->dtype == SPECDEC_DTYPE_F16) return 1;
+    if (W->dtype == SPECDEC_DTYPE_BF16) return W->bits == 4 && W->group == 64 ? 3 : 2;
+    return 0;
+}
+static void rows_mad(const sd_i8_args *a, int r0, int r1) { tab[0][a->W->bits == 8][kind_ix(a->W)](a, r0, r1); }
+static void rows_vnni(const sd_i8_args *a, int r0, int r1) { tab[1][a->W->bits == 8][kind_ix(a->W)](a, r0, r1); }
 
 /* AVX-VNNI is CPUID.(7,1):EAX bit 4; asked directly because clang (14) has no "avxvnni" for
- * __builtin_cpu_supports, and the library must also build with clang (the fuzz targets). */
-static int has_avxvnni(void) {
+ * __builtin_cpu_supports, and the library must also build with clang (the fuzz targets). Asked
+ * once: a hypervisor traps CPUID (3 us a call measured here), and this runs on every matmul. */
+static int g_avxvnni;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static void detect(void) {
     unsigned a, b, c, d;
-    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+    g_avxvnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
 }
 
 sd_i8_rows_fn sd_i8_rows_avx2(void) {
-    return has_avxvnni() && !sd_i8_avx2_novnni ? rows_vnni : rows_mad;
+    pthread_once(&g_once, detect);
+    return g_avxvnni && !sd_i8_avx2_novnni ? rows_vnni : rows_mad;
 }
