@@ -3,7 +3,7 @@
  * Arms are interleaved sample by sample (level x precision in turn), so machine load hits them
  * alike; prints median / min / max microseconds over the samples and each arm's share of the
  * fastest. Then the per-call costs around the kernels: the int8 preparation of one token
- * (sd_i8_prep) at each width, and the greedy pick over the vocabulary (sd_argmax), min / median
+ * (sd_i8_prep, and sd_i8_prep_avx2 where the CPU has AVX2) at each width, and the greedy pick over the vocabulary (sd_argmax), min / median
  * over the samples. Usage: bench_levels [threads=2] [samples=15] [T=1] */
 #include "cpu/ops.h"
 #include "cpu/ops_i8.h"
@@ -88,15 +88,19 @@ int main(int argc, char **argv) {
         printf("\n| per call | size | median us | min us |\n| --- | --- | --- | --- |\n");
         float *xx = malloc(sizeof(float) * 2048);
         for (int i = 0; i < 2048; i++) xx[i] = (float)((int)(rnd32() % 2001) - 1000) * 1e-3f;
-        for (int c = 0; c < 4; c++) {
-            for (int s = 0; s < samples; s++) {
-                double t0 = now_us();
-                for (int r = 0; r < 200; r++) sd_i8_prep(xx, pc[c], 4, xq, dv, xv);
-                t[s] = (now_us() - t0) / 200;
+        const sd_i8_prep_fn preps[2] = {sd_i8_prep, sd_i8_prep_avx2()};
+        static const char *pname[2] = {"sd_i8_prep", "sd_i8_prep_avx2"};
+        for (int c = 0; c < 4; c++)
+            for (int k = 0; k < 2; k++) {
+                if (!preps[k]) continue;
+                for (int s = 0; s < samples; s++) {
+                    double t0 = now_us();
+                    for (int r = 0; r < 200; r++) preps[k](xx, pc[c], 4, xq, dv, xv);
+                    t[s] = (now_us() - t0) / 200;
+                }
+                qsort(t, (size_t)samples, sizeof(double), cmpd);
+                printf("| %s (4-bit layout) | %d columns | %.2f | %.2f |\n", pname[k], pc[c], t[samples / 2], t[0]);
             }
-            qsort(t, (size_t)samples, sizeof(double), cmpd);
-            printf("| sd_i8_prep (4-bit layout) | %d columns | %.2f | %.2f |\n", pc[c], t[samples / 2], t[0]);
-        }
         int32_t sink = 0;
         for (int s = 0; s < samples; s++) {
             double t0 = now_us();

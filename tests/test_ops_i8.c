@@ -63,6 +63,42 @@ static void test_quant_block(void) {
     }
 }
 
+/* The vector preparation (sd_i8_prep_avx2) writes sd_i8_prep's xq, dv and xv bit for bit: rows of
+ * every width class with blocks of each hostile kind (the quant_block kinds above: halves, signed
+ * zeros, subnormal maxima with zeros among them, inf and NaN), 4- and 8-bit layouts. */
+static void test_prep(void) {
+    const sd_i8_prep_fn vp = sd_i8_prep_avx2();
+    if (!vp) { fprintf(stderr, "prep: no vector preparation here, skipped\n"); return; }
+    enum { C = 2048 };
+    static float x[C];
+    static int8_t q1[C], q2[C];
+    static float d1[C / 4], d2[C / 4], v1[C / 4], v2[C / 4];
+    static const int widths[] = {64, 128, 384, 640, 1088, 2048};
+    for (int trial = 0; trial < 600; trial++) {
+        const int cols = widths[trial % 6], bits = (trial / 6) % 2 ? 8 : 4;
+        if (bits == 4 && cols % 128) continue;
+        for (int i = 0; i < cols; i++) {
+            const int kind = (i / 32 + trial) % 9;
+            float v = rndf(0.0f, 1.0f);
+            if (kind == 1) v = (float)((int)(v * 20.0f)) * 0.5f;
+            if (kind == 2) v = i % 7 ? v * 1e-39f : (i % 2 ? -0.0f : 0.0f);   /* subnormal max, zeros */
+            if (kind == 3 && i % 5 == 0) v = i % 2 ? -0.0f : 0.0f;
+            if (kind == 4) v = i % 32 == trial % 32 ? 127.0f : (float)(i % 32 - 16) * 0.5f;
+            if (kind == 5 && i % 32 == trial % 32) v = (trial & 16) ? INFINITY : -INFINITY;
+            if (kind == 6 && i % 32 == trial % 32) v = NAN;
+            if (kind == 7) v = i % 3 ? 0.0f : -0.0f;
+            x[i] = v;
+        }
+        memset(q1, 0x55, sizeof q1); memset(q2, 0x55, sizeof q2);
+        sd_i8_prep(x, cols, bits, q1, d1, v1);
+        vp(x, cols, bits, q2, d2, v2);
+        const int lanes = cols / (bits == 4 ? 8 : 4);
+        CHECK(memcmp(q1, q2, (size_t)cols) == 0 && memcmp(d1, d2, sizeof(float) * (size_t)lanes) == 0 &&
+                  memcmp(v1, v2, sizeof(float) * (size_t)lanes) == 0,
+              "prep_avx2 trial %d (%d columns, %d-bit): not sd_i8_prep's bits", trial, cols, bits);
+    }
+}
+
 static sd_pool *pools[4];
 
 /* One weight kind at one level: bitwise equal to the reference at every T in 1..64 (each row
@@ -197,6 +233,7 @@ int main(void) {
     fprintf(stderr, "test_ops_i8: seed %llu (SD_TEST_SEED to replay)\n", (unsigned long long)seed);
     for (int n = 1; n <= 3; n++) pools[n] = sd_pool_create(n);
     test_quant_block();
+    test_prep();
     static const char *levels[] = {"avx512", "avx2", "neon", "scalar"};
     for (int i = 0; i < 4; i++) {
         const sd_ops *F = sd_ops_fast_level(levels[i]);

@@ -209,7 +209,7 @@ static void i8_task(void *arg, int ith, int nth) {
 /* Below this many multiply-adds a call runs on the caller alone (as the f32 path). */
 #define I8_INLINE_MACS 65536.0
 
-void sd_i8_matmul(sd_i8_rows_fn rows, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T,
+void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T,
                   sd_pool *p) {
     if (T <= 0 || W->rows <= 0) return;
     const int cols = W->cols, steps = cols / (W->bits == 4 ? 128 : 64), ldv = steps * 16;
@@ -225,8 +225,9 @@ void sd_i8_matmul(sd_i8_rows_fn rows, const sd_mat *W, const float *x, int ldx, 
     int8_t *xq = (int8_t *)(buf + (size_t)T * 2 * ldv);
     int32_t *g16 = (int32_t *)(buf + (size_t)T * 2 * ldv + (size_t)T * cols / 4);
     make_g16(W, steps, g16);
+    if (!prep) prep = sd_i8_prep;
     for (int t = 0; t < T; t++)
-        sd_i8_prep(x + (size_t)t * ldx, cols, W->bits, xq + (size_t)t * cols, dv + (size_t)t * ldv,
+        prep(x + (size_t)t * ldx, cols, W->bits, xq + (size_t)t * cols, dv + (size_t)t * ldv,
                    xv + (size_t)t * ldv);
     i8_job j = {.rows = rows ? rows : sd_i8_rows_c,
                 .a = {.W = W, .xq = xq, .ldq = cols, .dv = dv, .xv = xv, .ldv = ldv, .g16 = g16,

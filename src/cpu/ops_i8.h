@@ -56,14 +56,18 @@ float sd_i8_quant_block(const float *x, int n, int8_t *q);
 float sd_i8_quant_block_fast(const float *x, int n, int8_t *q);
 /* The prepared activations of one token (layout above). */
 void sd_i8_prep(const float *x, int cols, int bits, int8_t *xq, float *dv, float *xv);
+/* The same preparation, bit for bit, with 256-bit vectors (NULL where this build or CPU has no AVX2). */
+typedef void (*sd_i8_prep_fn)(const float *x, int cols, int bits, int8_t *xq, float *dv, float *xv);
+sd_i8_prep_fn sd_i8_prep_avx2(void);
 /* The canonical recipe in plain C over prepared activations (the portable level's kernel). */
 void sd_i8_rows_c(const sd_i8_args *a, int r0, int r1);
 /* Scalar reference straight from the definition (x as floats; quantizes each block itself). */
 void sd_i8_matmul_ref(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T);
-/* The fast int8 matmul with a level's kernel (rows(NULL) = sd_i8_rows_c), split over the pool by
- * output rows. Matrices sd_i8_supported refuses go to f32_mm instead. */
+/* The fast int8 matmul with a level's kernel (rows NULL: sd_i8_rows_c) and preparation (prep NULL:
+ * sd_i8_prep), split over the pool by output rows. Matrices sd_i8_supported refuses go to f32_mm
+ * instead. */
 typedef void (*sd_i8_rows_fn)(const sd_i8_args *a, int r0, int r1);
-void sd_i8_matmul(sd_i8_rows_fn rows, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T,
+void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T,
                   sd_pool *p);
 
 /* Per-level kernels; NULL when this build or CPU has none (the level then uses sd_i8_rows_c). */
