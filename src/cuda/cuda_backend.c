@@ -493,7 +493,7 @@ static bool cu_supports(const sd_backend *b, sd_op op, const sd_op_desc *d) {
 }
 
 static const sd_backend_i cuda_i = {
-    SD_BACKEND_MEMORY(cu), SD_BACKEND_RECORDING(cu), SD_BACKEND_OPS(cu), .lm_argmax = cu_lm_argmax,
+    SD_BACKEND_MEMORY(cu), SD_BACKEND_RECORDING(cu), SD_BACKEND_OPS(cu), .matmul_n = cu_matmul_n, .lm_argmax = cu_lm_argmax,
 };
 
 bool sd_backend_cuda_available(void) {

@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 && !NARROW ? 3 : 1)
                 if (rr >= p.rows) continue;
 #pragma unroll
                 for (int t = 0; t < TT; t++)
-                    if (t < p.T) p.y[(size_t)t * (size_t)p.ldy + (size_t)rr] = acc[r][t];
+                    if (t < p.T) *mm_out(p, rr, t) = acc[r][t];
             }
         }
     }

@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
                     for (int t = 0; t < TT; t++) {
                         if (tb + t >= p.T) continue;
                         if (LMA) sdc_best_offer(&wb[warp * p.T + tb + t], acc[r][t], rr);
-                        else p.y[(size_t)(tb + t) * (size_t)p.ldy + (size_t)rr] = acc[r][t];
+                        else *mm_out(p, rr, tb + t) = acc[r][t];
                     }
                 }
             }
