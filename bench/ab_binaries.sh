@@ -9,7 +9,8 @@
 #
 # Environment: THREADS (default 2), SPECDEC_SIMD passes through to both builds; OLD_ARGS / NEW_ARGS:
 # extra `run` options of each arm (e.g. one binary twice with --precision f32 / int8, --backend
-# cuda); TEXT_MAY_DIFFER=1 for arms that are allowed to write different text (two precisions): a
+# cuda); OLD_ENV / NEW_ENV: VAR=value words set for that arm only (e.g. OLD_ENV=SPECDEC_CUDA_PDL=0);
+# TEXT_MAY_DIFFER=1 for arms that are allowed to write different text (two precisions): a
 # difference is then reported and the ratio still printed. Prints a markdown table on stdout;
 # exits 1 when any output differs (unless TEXT_MAY_DIFFER=1).
 set -euo pipefail
@@ -30,7 +31,8 @@ read -r -a NEWA <<< "${NEW_ARGS:-}"
 one() {   # one BIN MODE PROMPT_FILE OUT_TEXT ARM_ARGS... -> prints decode tok/s
   local extra=("${@:5}")
   [ "$2" = mtp ] && extra+=(--draft mtp)
-  "$1" run -m "$MODEL" -p "$(cat "$3")" -n "$N" --ignore-eos --threads "$THREADS" "${extra[@]}" > "$4" 2> "$4.err"
+  read -r -a armenv <<< "${ARM_ENV:-}"
+  env "${armenv[@]}" "$1" run -m "$MODEL" -p "$(cat "$3")" -n "$N" --ignore-eos --threads "$THREADS" "${extra[@]}" > "$4" 2> "$4.err"
   sed -n 's/.*decode \([0-9.]*\) tok\/s.*/\1/p' "$4.err" | tail -1
 }
 stats() {   # median [min, max] of the numbers on stdin
@@ -48,7 +50,8 @@ for p in "$W"/p*.txt; do
   for mode in classic mtp; do
     : > "$W/old.$mode"; : > "$W/new.$mode"
     for r in $(seq 0 "$R"); do   # r = 0: warm-up, discarded
-      o=$(one "$OLD" $mode "$p" "$W/out_old" "${OLDA[@]}"); n=$(one "$NEW" $mode "$p" "$W/out_new" "${NEWA[@]}")
+      o=$(ARM_ENV=${OLD_ENV:-} one "$OLD" $mode "$p" "$W/out_old" "${OLDA[@]}")
+      n=$(ARM_ENV=${NEW_ENV:-} one "$NEW" $mode "$p" "$W/out_new" "${NEWA[@]}")
       [ "$r" = 0 ] && continue
       echo "$o" >> "$W/old.$mode"; echo "$n" >> "$W/new.$mode"
     done

@@ -9,6 +9,7 @@
  *     head's argmax equals the argmax of those logits, with a map;
  *   embed: bitwise sd_mat_row_f32; rope, add, kv_store: bitwise the reference; rmsnorm, silu_mul:
  *     within a few ulps, rmsnorm bitwise across T and in place;
+ *   matmul_n: matrices laid end to end (one launch) and apart, bitwise each matrix's matmul;
  *   attention: GQA shapes, head_dim 16..256, f32/bf16/f16 caches, contexts up to 33 chunks (the
  *     split slots wrap): within tolerance, and each row bitwise equal alone, inside T = 4 / 9
  *     and across a call split in two. */
@@ -156,6 +157,74 @@ static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int grou
     dfree(dx);
     free(x); free(one); free(one8);
     hmat_free(&h);
+}
+
+/* matmul_n over n matrices of one kind (rows rs[i]) on backend g: uploaded end to end
+ * (sd_be_upload_mats: one launch) and uploaded apart (one launch each), every output bitwise
+ * what each matrix's own matmul gives, at T from 1 to 33. */
+static void test_matmul_n(sd_backend *g, int n, const int *rs, int cols, specdec_dtype dt, int bits, int group) {
+    enum { TMAX = 33 };
+    char what[128];
+    snprintf(what, sizeof what, "matmul_n (%s) %d x [%d, %d, %d] x %d %s %d-bit g%d", g->name, n, rs[0], rs[1],
+             n > 2 ? rs[2] : 0, cols, specdec_dtype_name(dt), bits, group);
+    sd_backend *g0 = G;
+    G = g;   /* the device helpers go through g */
+    hmat h[3];
+    sd_mat joined[3];
+    const sd_mat *hp[3], *sep[3], *jp[3];
+    sd_mat *jd[3];
+    for (int i = 0; i < n; i++) {
+        h[i] = hmat_make(rs[i], cols, dt, bits, group, true);
+        hp[i] = &h[i].m;
+        sep[i] = &h[i].d;
+        jp[i] = &joined[i];
+        jd[i] = &joined[i];
+    }
+    CHECK(sd_be_upload_mats(g, n, hp, "joined test weights", jd, &E) == SPECDEC_OK, "%s: upload: %s", what, E.msg);
+    for (int i = 1; i < n; i++)
+        CHECK(joined[i].part && (const char *)joined[i].w == (const char *)joined[i - 1].w + sd_mat_wbytes(&h[i - 1].m),
+              "%s: matrix %d not laid after matrix %d", what, i, i - 1);
+    const int ldx = cols + 1;
+    float *x = malloc((size_t)TMAX * ldx * 4);
+    fill_normal(x, (size_t)TMAX * ldx, 1.0f);
+    float *dx = dput(x, (size_t)TMAX * ldx * 4);
+    float *dy[3], *dz[3], *hy = NULL, *hz = NULL;
+    int ld[3];
+    size_t most = 0;
+    for (int i = 0; i < n; i++) {
+        ld[i] = rs[i] + 2 * i + 1;
+        dy[i] = dput(NULL, (size_t)TMAX * ld[i] * 4);
+        dz[i] = dput(NULL, (size_t)TMAX * ld[i] * 4);
+        if ((size_t)TMAX * ld[i] > most) most = (size_t)TMAX * ld[i];
+    }
+    hy = malloc(most * 4);
+    hz = malloc(most * 4);
+    const int Ts[] = {1, 2, 3, 4, 5, 8, 9, 33};
+    for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+        const int T = Ts[k];
+        for (int way = 0; way < 2; way++) {   /* 0: joined, 1: apart */
+            CHECK_OP(g, sd_be_matmul_n(g, n, way ? sep : jp, dx, ldx, dy, ld, T), what);
+            for (int i = 0; i < n; i++) {
+                CHECK_OP(g, g->i->matmul(g, &h[i].d, dx, ldx, dz[i], ld[i], T), what);
+                dget(hy, dy[i], (size_t)T * ld[i] * 4);
+                dget(hz, dz[i], (size_t)T * ld[i] * 4);
+                int diff = 0;
+                for (int t = 0; t < T; t++)
+                    diff += !same_bits(hy + (size_t)t * ld[i], hz + (size_t)t * ld[i], (size_t)rs[i] * 4);
+                CHECK(diff == 0, "%s: %s, T %d: matrix %d differs from its own matmul in %d rows", what,
+                      way ? "apart" : "joined", T, i, diff);
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        dfree(dy[i]);
+        dfree(dz[i]);
+    }
+    dfree(dx);
+    for (int i = n - 1; i >= 0; i--) sd_be_unload_mat(g, &joined[i]);
+    for (int i = 0; i < n; i++) hmat_free(&h[i]);
+    free(x); free(hy); free(hz);
+    G = g0;
 }
 
 /* ---- embed, rmsnorm, rope, silu_mul, add, kv_store ---- */
@@ -362,6 +431,19 @@ int main(void) {
         test_matmul(50, 256, SPECDEC_DTYPE_BF16, 4, 64);     /* 8 lanes a row in the gemv kernel */
         test_matmul(70, 384, SPECDEC_DTYPE_BF16, 4, 32);     /* group 32: the rule leaves it to f32 */
         test_matmul(64, 130, SPECDEC_DTYPE_BF16, 0, 0);      /* dense: f32 */
+    }
+    /* q, k, v and gate, up in one launch (a part of 36 rows: a lane group's rows may span two) */
+    const int qkv[3] = {256, 64, 64}, gu[3] = {512, 512, 0}, odd[3] = {36, 100, 28};
+    sd_backend *gs[2] = {G, G8};
+    for (int k = 0; k < 2; k++) {
+        if (!gs[k]) continue;
+        CHECK(G->i->sync(G, &E) == SPECDEC_OK, "sync: %s", E.msg);
+        test_matmul_n(gs[k], 3, qkv, 1024, SPECDEC_DTYPE_BF16, 4, 64);
+        test_matmul_n(gs[k], 2, gu, 2048, SPECDEC_DTYPE_BF16, 4, 64);
+        test_matmul_n(gs[k], 3, odd, 512, SPECDEC_DTYPE_F16, 8, 64);
+        test_matmul_n(gs[k], 3, odd, 384, SPECDEC_DTYPE_BF16, 0, 0);
+        test_matmul_n(gs[k], 3, qkv, 256, SPECDEC_DTYPE_BF16, 4, 32);
+        CHECK(gs[k]->i->sync(gs[k], &E) == SPECDEC_OK, "sync: %s", E.msg);
     }
     if (G8) sd_backend_free(G8);
     if (R8) sd_backend_free(R8);

@@ -90,12 +90,10 @@ bool sd_i8_applies(const sd_mat *W) {
 specdec_status sd_be_upload_mat(sd_backend *b, const sd_mat *host, const char *name, sd_mat *dst, specdec_err *err) {
     *dst = *host;
     dst->w = dst->scales = dst->biases = NULL;
-    uint64_t r = (uint64_t)host->rows, c = (uint64_t)host->cols;
-    size_t es = host->dtype == SPECDEC_DTYPE_F32 ? 4 : 2;
-    size_t wbytes = host->bits ? (size_t)(r * (c * (uint64_t)host->bits / 8)) : (size_t)(r * c * es);
-    specdec_status st = b->i->upload(b, host->w, wbytes, name, &dst->w, err);
+    dst->part = false;
+    specdec_status st = b->i->upload(b, host->w, (size_t)sd_mat_wbytes(host), name, &dst->w, err);
     if (st == SPECDEC_OK && host->bits) {
-        size_t sbytes = (size_t)(r * (c / (uint64_t)host->group) * es);
+        size_t sbytes = (size_t)sd_mat_sbytes(host);
         st = b->i->upload(b, host->scales, sbytes, name, &dst->scales, err);
         if (st == SPECDEC_OK) st = b->i->upload(b, host->biases, sbytes, name, &dst->biases, err);
     }
@@ -103,12 +101,73 @@ specdec_status sd_be_upload_mat(sd_backend *b, const sd_mat *host, const char *n
     return st;
 }
 
+/* One tensor kind (0 codes, 1 scales, 2 biases) of n matrices concatenated into one upload. */
+static specdec_status upload_joined(sd_backend *b, int n, const sd_mat *const *host, int kind, const char *name,
+                                    const void **out, specdec_err *err) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += (size_t)(kind ? sd_mat_sbytes(host[i]) : sd_mat_wbytes(host[i]));
+    unsigned char *buf = malloc(total ? total : 1);
+    if (!buf) return sd_fail(err, SPECDEC_ERR_NOMEM, "out of host memory joining %s (%zu bytes)", name, total);
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const void *src = kind == 0 ? host[i]->w : kind == 1 ? host[i]->scales : host[i]->biases;
+        size_t nb = (size_t)(kind ? sd_mat_sbytes(host[i]) : sd_mat_wbytes(host[i]));
+        memcpy(buf + off, src, nb);
+        off += nb;
+    }
+    specdec_status st = b->i->upload(b, buf, total, name, out, err);
+    free(buf);
+    return st;
+}
+
+specdec_status sd_be_upload_mats(sd_backend *b, int n, const sd_mat *const *host, const char *name, sd_mat *const *dst,
+                                 specdec_err *err) {
+    bool join = n > 1 && !b->host_visible;
+    for (int i = 1; i < n && join; i++)
+        join = host[i]->cols == host[0]->cols && host[i]->bits == host[0]->bits && host[i]->group == host[0]->group &&
+               host[i]->dtype == host[0]->dtype;
+    if (!join) {
+        for (int i = 0; i < n; i++) {
+            specdec_status st = sd_be_upload_mat(b, host[i], name, dst[i], err);
+            if (st != SPECDEC_OK) {
+                while (i-- > 0) sd_be_unload_mat(b, dst[i]);
+                return st;
+            }
+        }
+        return SPECDEC_OK;
+    }
+    const void *base[3] = {NULL, NULL, NULL};
+    specdec_status st = SPECDEC_OK;
+    for (int k = 0; k < (host[0]->bits ? 3 : 1) && st == SPECDEC_OK; k++)
+        st = upload_joined(b, n, host, k, name, &base[k], err);
+    if (st != SPECDEC_OK) {
+        for (int k = 0; k < 3; k++)
+            if (base[k]) b->i->unload(b, base[k]);
+        for (int i = 0; i < n; i++) dst[i]->w = dst[i]->scales = dst[i]->biases = NULL;
+        return st;
+    }
+    size_t ow = 0, os = 0;
+    for (int i = 0; i < n; i++) {
+        *dst[i] = *host[i];
+        dst[i]->part = i > 0;
+        dst[i]->w = (const unsigned char *)base[0] + ow;
+        dst[i]->scales = base[1] ? (const unsigned char *)base[1] + os : NULL;
+        dst[i]->biases = base[2] ? (const unsigned char *)base[2] + os : NULL;
+        ow += (size_t)sd_mat_wbytes(host[i]);
+        os += (size_t)sd_mat_sbytes(host[i]);
+    }
+    return SPECDEC_OK;
+}
+
 void sd_be_unload_mat(sd_backend *b, sd_mat *m) {
     if (!b || !m) return;
-    if (m->w) b->i->unload(b, m->w);
-    if (m->scales) b->i->unload(b, m->scales);
-    if (m->biases) b->i->unload(b, m->biases);
+    if (!m->part) {   /* a part's buffers go with the first matrix of its upload */
+        if (m->w) b->i->unload(b, m->w);
+        if (m->scales) b->i->unload(b, m->scales);
+        if (m->biases) b->i->unload(b, m->biases);
+    }
     m->w = m->scales = m->biases = NULL;
+    m->part = false;
 }
 
 specdec_status sd_be_upload_f32(sd_backend *b, const float *host, size_t n, const char *what, const float **out,
@@ -127,6 +186,15 @@ const void *sd_be_view(sd_backend *b, const void *p, void *tmp, size_t n, specde
 
 specdec_status sd_be_write_i32(sd_backend *b, int32_t *dst, int32_t v, specdec_err *err) {
     return b->i->write(b, dst, &v, sizeof v, err);
+}
+
+specdec_status sd_be_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
+                              const int *ldy, int T) {
+    if (n < 1 || n > SD_MATMUL_N_MAX)
+        return sd_fail(&b->err, SPECDEC_ERR_INVALID_ARG, "matmul_n: %d matrices (1..%d)", n, SD_MATMUL_N_MAX);
+    if (b->i->matmul_n) return b->i->matmul_n(b, n, W, x, ldx, y, ldy, T);
+    for (int i = 0; i < n; i++) SD_TRY(b->i->matmul(b, W[i], x, ldx, y[i], ldy[i], T));
+    return SPECDEC_OK;
 }
 
 specdec_status sd_be_fail(sd_backend *b, specdec_err *err, specdec_status st, const char *what) {

@@ -35,6 +35,7 @@
 typedef struct sd_backend sd_backend;
 
 #define SD_BE_MARKS 8   /* device timer slots (mark / elapsed) */
+#define SD_MATMUL_N_MAX 3   /* matrices of one matmul_n call at most */
 
 typedef enum sd_op {
     SD_OP_EMBED = 0,   /* x[t] = row ids[t] of E, as f32 */
@@ -109,6 +110,12 @@ typedef struct sd_backend_i {
     specdec_status (*embed)(sd_backend *b, const sd_mat *E, const int32_t *ids, int T, float *x, int ldx);
     /* y (T, ldy) = x (T, ldx) . W^T: y[t][r] = sum_j W[r][j] x[t][j]. */
     specdec_status (*matmul)(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T);
+    /* Optional (NULL: one matmul per matrix; call it through sd_be_matmul_n): y[i] (T, ldy[i]) =
+     * x . W[i]^T for n <= SD_MATMUL_N_MAX matrices over the same x (q, k, v; gate, up), every
+     * value bit for bit what matmul gives it. A device reads x (and makes its int8 form) once
+     * and runs one launch where matmul would run n. */
+    specdec_status (*matmul_n)(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
+                               const int *ldy, int T);
     /* out (T, ldo) = rmsnorm(x (T, ldx)) * w over n entries; out may alias x (same ld). */
     specdec_status (*rmsnorm)(sd_backend *b, float *out, int ldo, const float *x, int ldx, const float *w,
                               int n, int T, float eps);
@@ -161,7 +168,7 @@ typedef struct sd_backend_i {
 
 /* The members of a backend's table, each named after the backend's prefix P (P_free, P_matmul,
  * ...): the list is written once here, so a new op reaches every backend's table in one place.
- * Optional members (lm_argmax, the tensor-parallel hooks) are set beside these by the backends
+ * Optional members (matmul_n, lm_argmax, the tensor-parallel hooks) are set beside these by the backends
  * that have them; a backend without recordings and device timers leaves SD_BACKEND_RECORDING out. */
 #define SD_BACKEND_MEMORY(P)                                                                          \
     .free = P##_free, .kernels = P##_kernels, .supports = P##_supports, .alloc = P##_alloc,           \
@@ -235,6 +242,13 @@ void sd_be_key_sampling(const specdec_sampling_params *p, uint64_t out[4]);
  * pointers. Release with sd_be_unload_mat. */
 specdec_status sd_be_upload_mat(sd_backend *b, const sd_mat *host, const char *name, sd_mat *dst, specdec_err *err);
 void sd_be_unload_mat(sd_backend *b, sd_mat *m);
+/* Upload n matrices of one kind (same cols, bits, group and dtype; rows may differ) laid end to
+ * end: one buffer each for their codes, scales and biases, so a backend may run them as one
+ * matrix of their summed rows (matmul_n). dst[0] owns the buffers (unloading it frees them), the
+ * others are parts of them (sd_mat.part: unloading one only forgets it). A host-visible backend, or matrices of different
+ * kinds, get one upload each. `name` names them all in an out-of-memory message. */
+specdec_status sd_be_upload_mats(sd_backend *b, int n, const sd_mat *const *host, const char *name, sd_mat *const *dst,
+                                 specdec_err *err);
 /* Upload n floats (host) into a new backend buffer (norm vectors, tables). */
 specdec_status sd_be_upload_f32(sd_backend *b, const float *host, size_t n, const char *what, const float **out,
                                 specdec_err *err);
@@ -250,6 +264,9 @@ specdec_status sd_be_fail(sd_backend *b, specdec_err *err, specdec_status st, co
         specdec_status sd_be_st_ = (call);                                                 \
         if (sd_be_st_ != SPECDEC_OK) return sd_be_fail((b), (err), sd_be_st_, (what));     \
     } while (0)
+/* matmul_n where the backend has it, else one matmul per matrix (backend.h's matmul_n). */
+specdec_status sd_be_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
+                              const int *ldy, int T);
 /* Write one int32 (host value) into backend memory. */
 specdec_status sd_be_write_i32(sd_backend *b, int32_t *dst, int32_t v, specdec_err *err);
 

@@ -4,11 +4,16 @@
 #include "util/dtype.h"
 #include <string.h>
 
-uint64_t sd_mat_bytes(const sd_mat *m) {
+uint64_t sd_mat_wbytes(const sd_mat *m) {
     uint64_t es = sd_dtype_size(m->dtype), r = (uint64_t)m->rows, c = (uint64_t)m->cols;
-    if (!m->bits) return r * c * es;
-    return r * (c * (uint64_t)m->bits / 8) + 2 * r * (c / (uint64_t)m->group) * es;
+    return m->bits ? r * (c * (uint64_t)m->bits / 8) : r * c * es;
 }
+
+uint64_t sd_mat_sbytes(const sd_mat *m) {
+    return m->bits ? (uint64_t)m->rows * ((uint64_t)m->cols / (uint64_t)m->group) * sd_dtype_size(m->dtype) : 0;
+}
+
+uint64_t sd_mat_bytes(const sd_mat *m) { return sd_mat_wbytes(m) + 2 * sd_mat_sbytes(m); }
 
 void sd_mat_row_f32(const sd_mat *m, int r, float *out) {
     const size_t cols = (size_t)m->cols;

@@ -22,10 +22,14 @@ typedef struct sd_mat {
     const void *w;
     const void *scales;
     const void *biases;
+    bool part;             /* its buffers lie inside another matrix's upload (sd_be_upload_mats) */
 } sd_mat;
 
 /* Bytes the matrix occupies (what a full pass must read). */
 uint64_t sd_mat_bytes(const sd_mat *m);
+/* Bytes of its weights (codes or dense elements), and of its scales (as many of biases; 0 dense). */
+uint64_t sd_mat_wbytes(const sd_mat *m);
+uint64_t sd_mat_sbytes(const sd_mat *m);
 /* Row r of a host-memory matrix as f32 (dense converted, quantized dequantized) into out[cols]. */
 void sd_mat_row_f32(const sd_mat *m, int r, float *out);
 

@@ -16,6 +16,7 @@ __device__ int32_t mapped(const int32_t *map, int32_t a) { return map ? __ldg(ma
 /* grid (nb, T): block x of row t scans logits [x*ARG_CHUNK, +ARG_CHUNK) */
 __global__ void __launch_bounds__(ARG_THREADS) argmax_part(const float *logits, int n, const int32_t *map,
                                                            sdc_best *part, int32_t *out) {
+    sdc_grid_enter();
     const int t = blockIdx.y, nb = gridDim.x;
     const float *row = logits + (size_t)t * (size_t)n;
     const int lo = blockIdx.x * ARG_CHUNK, hi = min(n, lo + ARG_CHUNK);
@@ -30,6 +31,7 @@ __global__ void __launch_bounds__(ARG_THREADS) argmax_part(const float *logits, 
 
 /* grid (T), one warp: reduce row t's nb partials */
 __global__ void __launch_bounds__(32) best_finish(const sdc_best *part, int nb, const int32_t *map, int32_t *out) {
+    sdc_grid_enter();
     const int t = blockIdx.x;
     sdc_best b = sdc_best_none();
     for (int i = threadIdx.x; i < nb; i += 32) {
@@ -48,8 +50,7 @@ extern "C" cudaError_t sdc_argmax(const float *logits, int n, int T, const int32
                                   const sdc_dev *d) {
     if (T <= 0) return cudaSuccess;
     const int nb = sdc_argmax_blocks(n);
-    argmax_part<<<dim3(nb, T), ARG_THREADS, 0, d->stream>>>(logits, n, map, part, out);
-    cudaError_t e = sdc_launched();
+    cudaError_t e = sdc_launch(d, argmax_part, dim3(nb, T), ARG_THREADS, 0, logits, n, map, part, out);
     if (e != cudaSuccess || nb == 1) return e;
     return sdc_best_finish(part, nb, T, map, out, d);
 }
@@ -57,6 +58,5 @@ extern "C" cudaError_t sdc_argmax(const float *logits, int n, int T, const int32
 extern "C" cudaError_t sdc_best_finish(const sdc_best *part, int nb, int T, const int32_t *map, int32_t *out,
                                        const sdc_dev *d) {
     if (T <= 0) return cudaSuccess;
-    best_finish<<<T, 32, 0, d->stream>>>(part, nb, map, out);
-    return sdc_launched();
+    return sdc_launch(d, best_finish, T, 32, 0, part, nb, map, out);
 }

@@ -36,6 +36,7 @@ template <int KVDT> SDC_D float kv_ld(const void *p, size_t i) {
 /* grid (SDC_ATTN_SPLITS, nkv * (group / GS), T) */
 template <int GS, int KVDT>
 __global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_params p) {
+    sdc_grid_enter();
     __shared__ __align__(16) float qs[GS][SDC_ATTN_MAX_HD];
     __shared__ float kt[AT_WARPS][32][33];   /* (key, dim) tile per warp, padded: conflict-free */
     __shared__ float pr[GS][AT_CK];
@@ -186,6 +187,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_param
 
 /* grid (nh, T), block: hd rounded up to a warp */
 __global__ void attn_combine(const sdc_attn_params p) {
+    sdc_grid_enter();
     const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
     const int nkeys = sdc_pos(p.pos_base, p.pos_off, t) + 1;
     const int nch = (nkeys + AT_CK - 1) / AT_CK;
@@ -224,9 +226,7 @@ extern "C" cudaError_t sdc_attention(const sdc_attn_params *p, const sdc_dev *d)
     const int gs = grp % 8 == 0 ? 8 : grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
     attn_fn fn = gs == 8 ? pick_dt<8>(p->kvdt) : gs == 4 ? pick_dt<4>(p->kvdt) : gs == 3 ? pick_dt<3>(p->kvdt)
                : gs == 2 ? pick_dt<2>(p->kvdt) : pick_dt<1>(p->kvdt);
-    fn<<<dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), p->T), AT_THREADS, 0, d->stream>>>(*p);
-    cudaError_t e = sdc_launched();
+    cudaError_t e = sdc_launch(d, fn, dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), p->T), AT_THREADS, 0, *p);
     if (e != cudaSuccess) return e;
-    attn_combine<<<dim3(p->nh, p->T), (p->hd + 31) / 32 * 32, 0, d->stream>>>(*p);
-    return sdc_launched();
+    return sdc_launch(d, attn_combine, dim3(p->nh, p->T), (p->hd + 31) / 32 * 32, 0, *p);
 }

@@ -83,6 +83,41 @@ SDC_D int sdc_pos(const int32_t *base, int off, int t) { return __ldg(base) + of
 /* Launch status of the kernels just queued. */
 static inline cudaError_t sdc_launched(void) { return cudaGetLastError(); }
 
+/* ---- programmatic dependent launch (sm_90) ----
+ * Every kernel is queued by sdc_launch, which (d->pdl) lets the GPU start it while the kernel
+ * before it on the stream is still running, so its launch and the filling of its blocks overlap
+ * that kernel's tail instead of following it. The price is a rule every kernel keeps: it calls
+ * sdc_grid_wait() before its first access to memory another kernel writes or reads (inputs,
+ * outputs, scratch: the wait returns once the previous kernel has completed and its writes are
+ * visible), and only then sdc_grid_release(), which lets the next kernel start; so at most one
+ * kernel runs ahead, waiting, and the order of every access is the stream's. Before the wait a
+ * kernel computes from its parameters only, or reads what no kernel writes (weights). Without
+ * the launch attribute (d->pdl = 0) both are no-ops and launches are the stream's plain order. */
+SDC_D void sdc_grid_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+SDC_D void sdc_grid_release(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+/* The two at a kernel's start (kernels with nothing to do before the wait). */
+SDC_D void sdc_grid_enter(void) {
+    sdc_grid_wait();
+    sdc_grid_release();
+}
+
+template <typename... K, typename... A>
+static cudaError_t sdc_launch(const sdc_dev *d, void (*fn)(K...), dim3 grid, dim3 block, size_t smem, A... args) {
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = d->pdl ? 1 : 0;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = d->stream;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    const cudaError_t e = cudaLaunchKernelEx(&cfg, fn, args...);
+    const cudaError_t l = cudaGetLastError();
+    return e != cudaSuccess ? e : l;
+}
+
 /* The block's best candidate (every thread passes one; the answer is valid in thread 0). NT:
  * the block size. Contains a __syncthreads: call from every thread. */
 template <int NT, typename B> SDC_D B sdc_block_best(B b) {

@@ -493,7 +493,7 @@ static bool cu_supports(const sd_backend *b, sd_op op, const sd_op_desc *d) {
 }
 
 static const sd_backend_i cuda_i = {
-    SD_BACKEND_MEMORY(cu), SD_BACKEND_RECORDING(cu), SD_BACKEND_OPS(cu), .lm_argmax = cu_lm_argmax,
+    SD_BACKEND_MEMORY(cu), SD_BACKEND_RECORDING(cu), SD_BACKEND_OPS(cu), .matmul_n = cu_matmul_n, .lm_argmax = cu_lm_argmax,
 };
 
 bool sd_backend_cuda_available(void) {
@@ -537,6 +537,10 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     if (budget > optin - (24 << 10)) budget = optin - (24 << 10);
     c->dev.smem_budget = budget;
     c->dev.smem_optin = optin;
+    /* programmatic dependent launches (common.cuh) unless SPECDEC_CUDA_PDL=0, which keeps the
+     * plain stream order (for comparisons, and a way out should a driver mishandle them) */
+    const char *pdl = getenv("SPECDEC_CUDA_PDL");
+    c->dev.pdl = !(pdl && pdl[0] == '0' && !pdl[1]);
     specdec_status st = SPECDEC_OK;
     if ((e = cudaStreamCreateWithFlags(&c->dev.stream, cudaStreamNonBlocking)) != cudaSuccess)
         st = cu_cuda_fail(c, err, e, "creating the stream");
@@ -559,8 +563,8 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
         }
     }
     c->i8 = o && (o->precision == SD_PRECISION_INT8 || (o->precision == SD_PRECISION_DEFAULT && CU_DEFAULT_INT8));
-    snprintf(c->kernels, sizeof c->kernels, "sm_%d%d (%.80s, %d SMs)%s", prop.major, prop.minor, prop.name,
-             prop.multiProcessorCount, c->i8 ? " int8" : "");
+    snprintf(c->kernels, sizeof c->kernels, "sm_%d%d (%.80s, %d SMs%s)%s", prop.major, prop.minor, prop.name,
+             prop.multiProcessorCount, c->dev.pdl ? ", programmatic launches" : "", c->i8 ? " int8" : "");
     c->b.i = &cuda_i;
     c->b.impl = c;
     c->b.name = "cuda";

@@ -86,6 +86,8 @@ specdec_status cu_op_end(cuda_be *c, cudaError_t e, const char *op);
 /* The ops (cuda_ops.c), in backend.h's order. */
 specdec_status cu_embed(sd_backend *b, const sd_mat *E, const int32_t *ids, int T, float *x, int ldx);
 specdec_status cu_matmul(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T);
+specdec_status cu_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
+                           const int *ldy, int T);
 specdec_status cu_rmsnorm(sd_backend *b, float *out, int ldo, const float *x, int ldx, const float *w, int n, int T,
                           float eps);
 specdec_status cu_rope(sd_backend *b, float *x, int T, int n_heads, int hd, sd_pos pos, const float *cos_t,

@@ -134,6 +134,51 @@ specdec_status cu_matmul(sd_backend *b, const sd_mat *W, const float *x, int ldx
     return cu_op_end(c, sdc_matmul(&p, &c->dev), "matmul");
 }
 
+/* Matrices over the same x: one launch (and one int8 preparation) when they lie end to end in
+ * memory (sd_be_upload_mats) with the same format, columns, group and scale dtype, their rows
+ * stored into their outputs; one launch each otherwise. A row's arithmetic is the same either
+ * way (mm_core.cuh: it depends on the columns and the format only). */
+specdec_status cu_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
+                           const int *ldy, int T) {
+    cuda_be *c = cu_of(b);
+    OP_BEGIN(c);
+    if (n < 1 || n > SDC_MM_SEGS || !W || !y || !ldy)
+        return BAD(c, SPECDEC_ERR_INVALID_ARG, "matmul_n: %d matrices (1..%d) or NULL lists", n, SDC_MM_SEGS);
+    sdc_mm_params p[SDC_MM_SEGS];
+    bool fuse = n > 1;
+    for (int i = 0; i < n; i++) {
+        SD_TRY(mm_params(c, "matmul", W[i], x, ldx, T, &p[i]));
+        if (!y[i] || ldy[i] < W[i]->rows)
+            return BAD(c, SPECDEC_ERR_INVALID_ARG, "matmul (%d of %d): NULL output or ldy %d < rows %d", i + 1, n, ldy[i],
+                       W[i]->rows);
+        p[i].y = y[i];
+        p[i].ldy = ldy[i];
+        if (i == 0) continue;
+        const sd_mat *A = W[i - 1], *B = W[i];
+        if (p[i].fmt != p[0].fmt || p[i].cols != p[0].cols || p[i].group != p[0].group || p[i].sdt != p[0].sdt ||
+            p[i].wvec != p[0].wvec || (const char *)B->w != (const char *)A->w + sd_mat_wbytes(A))
+            fuse = false;
+        else if (B->bits && ((const char *)B->scales != (const char *)A->scales + sd_mat_sbytes(A) ||
+                             (const char *)B->biases != (const char *)A->biases + sd_mat_sbytes(A)))
+            fuse = false;
+    }
+    if (!fuse) {
+        for (int i = 0; i < n; i++) {
+            SD_TRY(i8_scratch(c, &p[i], T));
+            SD_TRY(cu_op_end(c, sdc_matmul(&p[i], &c->dev), "matmul"));
+        }
+        return SPECDEC_OK;
+    }
+    sdc_mm_params f = p[0];
+    f.nseg = n;
+    for (int i = 1; i < n; i++) {
+        f.seg[i] = (sdc_mm_seg){p[i].y, p[i].ldy, f.rows};
+        f.rows += p[i].rows;
+    }
+    SD_TRY(i8_scratch(c, &f, T));
+    return cu_op_end(c, sdc_matmul(&f, &c->dev), "matmul");
+}
+
 specdec_status cu_lm_argmax(sd_backend *b, const sd_mat *W, const float *x, int ldx, int T, const int32_t *map,
                             int32_t *out) {
     cuda_be *c = cu_of(b);

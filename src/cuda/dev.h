@@ -22,6 +22,7 @@ typedef struct sdc_dev {
     int n_sm;              /* multiprocessors (grid sizing) */
     int smem_budget;       /* bytes of dynamic shared memory a tiled matmul block may take (opted in) */
     int smem_optin;        /* bytes of dynamic shared memory any block may opt in to */
+    int pdl;               /* 1: kernels launch programmatically dependent (common.cuh) */
 } sdc_dev;
 
 /* A candidate of an argmax: value and index (index -1 and value NaN: no candidate yet).

@@ -10,6 +10,7 @@ constexpr int G_THREADS = 256;
 
 /* grid (ceil(cols / 256), T) */
 __global__ void embed_k(const sdc_embed_params p) {
+    sdc_grid_enter();
     const int t = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= p.cols) return;
     const int id = __ldg(p.ids + t);
@@ -30,6 +31,7 @@ __global__ void embed_k(const sdc_embed_params p) {
 }
 
 __global__ void copy_row_k(float *dst, const float *src, int ld, int n, const int32_t *idx, int off) {
+    sdc_grid_enter();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     dst[i] = src[(size_t)(__ldg(idx) + off) * ld + i];
@@ -39,13 +41,11 @@ __global__ void copy_row_k(float *dst, const float *src, int ld, int n, const in
 
 extern "C" cudaError_t sdc_embed(const sdc_embed_params *p, const sdc_dev *d) {
     if (p->T <= 0 || p->cols <= 0) return cudaSuccess;
-    embed_k<<<dim3((p->cols + G_THREADS - 1) / G_THREADS, p->T), G_THREADS, 0, d->stream>>>(*p);
-    return sdc_launched();
+    return sdc_launch(d, embed_k, dim3((p->cols + G_THREADS - 1) / G_THREADS, p->T), G_THREADS, 0, *p);
 }
 
 extern "C" cudaError_t sdc_copy_row(float *dst, const float *src, int ld, int n, const int32_t *idx, int off,
                                     const sdc_dev *d) {
     if (n <= 0) return cudaSuccess;
-    copy_row_k<<<(n + G_THREADS - 1) / G_THREADS, G_THREADS, 0, d->stream>>>(dst, src, ld, n, idx, off);
-    return sdc_launched();
+    return sdc_launch(d, copy_row_k, (n + G_THREADS - 1) / G_THREADS, G_THREADS, 0, dst, src, ld, n, idx, off);
 }

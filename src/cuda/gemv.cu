@@ -59,6 +59,23 @@ __global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 && !NARROW ? 3 : 1)
     const size_t rowbytes = F::QUANT ? (size_t)p.cols * F::BITS / 8 : (size_t)p.cols * F::ES;
     const int ngroups = F::QUANT ? p.cols / p.group : 0;
 
+    /* The weights are no kernel's output: the first batch of this block's rows is sent towards
+     * L2 while the kernel before it still runs (common.cuh, programmatic dependent launch). */
+    if (p.wvec && blockIdx.x < nrb) {
+        const int r0 = (blockIdx.x * nw + warp) * urows + sub * R;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int j = 0; j < D; j++) {
+                const int c = ll + (j << lg);
+                if (c < nch) {
+                    const char *a = (const char *)p.w + (size_t)min(r0 + r, p.rows - 1) * rowbytes + (size_t)c * 16;
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+                }
+            }
+    }
+    sdc_grid_enter();
+
     if constexpr (!F::I8) {
         mm_stage<FMT, TT>(p, gv_smem, (float *)(gv_smem + TT * xt4), 0, 0, tile_ch);
         __syncthreads();
@@ -118,7 +135,7 @@ __global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 && !NARROW ? 3 : 1)
                 if (rr >= p.rows) continue;
 #pragma unroll
                 for (int t = 0; t < TT; t++)
-                    if (t < p.T) p.y[(size_t)t * (size_t)p.ldy + (size_t)rr] = acc[r][t];
+                    if (t < p.T) *mm_out(p, rr, t) = acc[r][t];
             }
         }
     }
@@ -223,6 +240,5 @@ extern "C" int sdc_gv_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
 }
 
 extern "C" cudaError_t sdc_gv_launch(const sdc_gv_plan *pl, const sdc_mm_params *p, const sdc_dev *d) {
-    ((gv_fn)pl->fn)<<<pl->grid, pl->nw * 32, pl->smem, d->stream>>>(*p, pl->lg, pl->tile_ch, pl->nrb);
-    return sdc_launched();
+    return sdc_launch(d, (gv_fn)pl->fn, pl->grid, pl->nw * 32, pl->smem, *p, pl->lg, pl->tile_ch, pl->nrb);
 }

@@ -66,6 +66,7 @@ constexpr int MM_LMA_MAX_T = SDC_LMA_MAX_T;       /* tokens of one fused LM head
 /* tile_ch: chunks per staged column tile (a multiple of 32); nrb: row blocks (nw * MM_R rows). */
 template <int FMT, int TT, bool LMA>
 __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, const int tile_ch, const int nrb) {
+    sdc_grid_enter();
     using F = Fmt<FMT>;
     constexpr int E = F::E;
     extern __shared__ float4 mm_smem[];
@@ -128,7 +129,7 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
                     for (int t = 0; t < TT; t++) {
                         if (tb + t >= p.T) continue;
                         if (LMA) sdc_best_offer(&wb[warp * p.T + tb + t], acc[r][t], rr);
-                        else p.y[(size_t)(tb + t) * (size_t)p.ldy + (size_t)rr] = acc[r][t];
+                        else *mm_out(p, rr, tb + t) = acc[r][t];
                     }
                 }
             }
@@ -147,6 +148,7 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
 /* The int8 form of x for an int8-format call (mm_core.cuh): a warp per 128 columns of a token. */
 template <int BITS>
 __global__ void __launch_bounds__(256) i8_prep_kernel(const sdc_mm_params p) {
+    sdc_grid_enter();
     constexpr int XG = BITS == 4 ? 2 : 1;
     const int lane = threadIdx.x & 31, nq = p.ncp * (BITS == 4 ? 32 : 16) / 128;
     const int item = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -162,9 +164,7 @@ cudaError_t i8_prep(const sdc_mm_params *p, const sdc_dev *d) {
     if (!p->xq || !p->xsd || p->ncp != sdc_mm_ncp(p->fmt, p->cols)) return cudaErrorInvalidValue;
     const long items = (long)p->T * (p->ncp * sdc_mm_chunk_cols(p->fmt) / 128);
     const int blocks = (int)((items + 7) / 8);
-    if (p->fmt == SDC_MM_Q4I) i8_prep_kernel<4><<<blocks, 256, 0, d->stream>>>(*p);
-    else i8_prep_kernel<8><<<blocks, 256, 0, d->stream>>>(*p);
-    return sdc_launched();
+    return sdc_launch(d, p->fmt == SDC_MM_Q4I ? i8_prep_kernel<4> : i8_prep_kernel<8>, blocks, 256, 0, *p);
 }
 
 typedef void (*mm_fn)(const sdc_mm_params, const int, const int);
@@ -275,8 +275,7 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p, const sdc_dev *d) {
     if (e == cudaSuccess) e = i8_prep(p, d);
     if (e != cudaSuccess) return e;
     if (pl.use_gv) return sdc_gv_launch(&pl.gv, p, d);
-    pl.fn<<<pl.grid, pl.nw * 32, pl.smem, d->stream>>>(*p, pl.tile_ch, pl.nrb);
-    return sdc_launched();
+    return sdc_launch(d, pl.fn, pl.grid, pl.nw * 32, pl.smem, *p, pl.tile_ch, pl.nrb);
 }
 
 extern "C" int sdc_lm_argmax_grid(const sdc_mm_params *p, const sdc_dev *d) {
@@ -293,10 +292,7 @@ extern "C" cudaError_t sdc_lm_argmax(const sdc_mm_params *p, const sdc_dev *d) {
     if (e == cudaSuccess) e = i8_prep(p, d);
     if (e != cudaSuccess) return e;
     if (pl.use_gv) e = sdc_gv_launch(&pl.gv, p, d);
-    else {
-        pl.fn<<<pl.grid, pl.nw * 32, pl.smem, d->stream>>>(*p, pl.tile_ch, pl.nrb);
-        e = sdc_launched();
-    }
+    else e = sdc_launch(d, pl.fn, pl.grid, pl.nw * 32, pl.smem, *p, pl.tile_ch, pl.nrb);
     if (e != cudaSuccess) return e;
     return sdc_best_finish(p->part, pl.grid, p->T, p->map, p->out, d);
 }

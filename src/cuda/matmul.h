@@ -44,6 +44,15 @@ static inline size_t sdc_mm_i8_xsd_bytes(int fmt, int cols, int T) {
     return (size_t)T * (size_t)sdc_mm_ncp(fmt, cols) * 8u;
 }
 
+#define SDC_MM_SEGS 3   /* outputs of one sdc_matmul launch at most */
+
+/* Output s >= 1 of a launch over matrices laid end to end (sdc_mm_params.seg): launch rows
+ * [row0, the next output's row0 or rows) are stored into y (T, ldy) from its row 0. */
+typedef struct sdc_mm_seg {
+    float *y;
+    int ldy, row0;
+} sdc_mm_seg;
+
 typedef struct sdc_mm_params {
     const void *w;        /* dense: (rows, cols) elements; quantized: u32 (rows, cols*bits/32) */
     const void *scales;   /* quantized: (rows, cols/group) of sdt */
@@ -62,6 +71,11 @@ typedef struct sdc_mm_params {
      * T * ncp * 16 * (2 for Q4I, 1 for Q8I) bytes, xsd T * ncp float pairs; sdc_mm_i8_bytes */
     void *xq, *xsd;
     int ncp;              /* chunks per token in xq / xsd: the row's chunks rounded up to 32 */
+    /* matrices laid end to end in memory (one w, scales and biases; rows the total) whose rows
+     * go to nseg outputs (0 or 1: y, ldy above only): rows [0, seg[1].row0) to y, ldy, rows
+     * [seg[s].row0, ...) to seg[s] (seg[0] unused). Only where a row is stored changes. */
+    int nseg;
+    sdc_mm_seg seg[SDC_MM_SEGS];
     /* lm_argmax only */
     sdc_best *part;       /* (T, grid) scratch: each block's best row per token */
     const int32_t *map;   /* NULL or (rows): row index -> token id */
@@ -71,7 +85,7 @@ typedef struct sdc_mm_params {
 /* Opt every matmul kernel in to its dynamic shared memory (once per device): the tiled kernel
  * `bytes` (its x tile budget), gemv.cu's kernel gv_bytes (the whole x of up to 8 tokens). */
 cudaError_t sdc_mm_init(int bytes, int gv_bytes);
-/* y (T, ldy) = x . W^T. */
+/* y (T, ldy) = x . W^T (for each matrix of p->seg when p->nseg > 1). */
 cudaError_t sdc_matmul(const sdc_mm_params *p, const sdc_dev *d);
 /* Blocks the fused LM head + argmax will launch for these parameters (part needs T x that). */
 int sdc_lm_argmax_grid(const sdc_mm_params *p, const sdc_dev *d);

@@ -32,6 +32,17 @@ template <int R> struct Chunk {
     float s[R], b[R];
 };
 
+/* Where token t of launch row `row` is stored (sdc_mm_params.nseg): selects on constant
+ * indices, so nothing of the parameter block goes to local memory. */
+SDC_D float *mm_out(const sdc_mm_params &p, int row, int t) {
+    float *y = p.y;
+    int ldy = p.ldy, row0 = 0;
+#pragma unroll
+    for (int s = 1; s < SDC_MM_SEGS; s++)
+        if (s < p.nseg && row >= p.seg[s].row0) y = p.seg[s].y, ldy = p.seg[s].ldy, row0 = p.seg[s].row0;
+    return y + (size_t)t * (size_t)ldy + (size_t)(row - row0);
+}
+
 template <int FMT>
 SDC_D uint4 mm_load16(const sdc_mm_params &p, size_t rowbytes, int row, int c) {
     using F = Fmt<FMT>;

@@ -11,6 +11,7 @@ namespace {
 constexpr int PW_THREADS = 256;
 
 __global__ void silu_mul_k(float *g, const float *u, size_t n) {
+    sdc_grid_enter();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const float v = g[i];
         g[i] = v / (1.0f + expf(-v)) * u[i];
@@ -18,12 +19,14 @@ __global__ void silu_mul_k(float *g, const float *u, size_t n) {
 }
 
 __global__ void add_k(float *x, const float *y, size_t n) {
+    sdc_grid_enter();
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] = x[i] + y[i];
 }
 
 /* grid (ceil(nh*hd/2 / 256), T) */
 __global__ void rope_k(float *x, int nh, int hd, const int32_t *pb, int off, const float *ct, const float *st) {
+    sdc_grid_enter();
     const int t = blockIdx.y, half = hd / 2;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nh * half) return;
@@ -38,6 +41,7 @@ __global__ void rope_k(float *x, int nh, int hd, const int32_t *pb, int off, con
 
 /* grid (ceil(row_elems / 256), T) */
 __global__ void kv_store_k(int dt, void *cache, int row_elems, const float *src, const int32_t *pb, int off) {
+    sdc_grid_enter();
     const int t = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= row_elems) return;
     const size_t dst = (size_t)sdc_pos(pb, off, t) * row_elems + i;
@@ -56,29 +60,25 @@ unsigned grid_for(size_t n) {
 
 extern "C" cudaError_t sdc_silu_mul(float *g, const float *u, size_t n, const sdc_dev *d) {
     if (!n) return cudaSuccess;
-    silu_mul_k<<<grid_for(n), PW_THREADS, 0, d->stream>>>(g, u, n);
-    return sdc_launched();
+    return sdc_launch(d, silu_mul_k, grid_for(n), PW_THREADS, 0, g, u, n);
 }
 
 extern "C" cudaError_t sdc_add(float *x, const float *y, size_t n, const sdc_dev *d) {
     if (!n) return cudaSuccess;
-    add_k<<<grid_for(n), PW_THREADS, 0, d->stream>>>(x, y, n);
-    return sdc_launched();
+    return sdc_launch(d, add_k, grid_for(n), PW_THREADS, 0, x, y, n);
 }
 
 extern "C" cudaError_t sdc_rope(float *x, int T, int nh, int hd, const int32_t *pos_base, int pos_off,
                                 const float *cos_t, const float *sin_t, const sdc_dev *d) {
     if (T <= 0 || nh <= 0 || hd < 2) return cudaSuccess;
     const int n = nh * (hd / 2);
-    rope_k<<<dim3((n + PW_THREADS - 1) / PW_THREADS, T), PW_THREADS, 0, d->stream>>>(x, nh, hd, pos_base, pos_off,
-                                                                                   cos_t, sin_t);
-    return sdc_launched();
+    return sdc_launch(d, rope_k, dim3((n + PW_THREADS - 1) / PW_THREADS, T), PW_THREADS, 0, x, nh, hd, pos_base, pos_off,
+                      cos_t, sin_t);
 }
 
 extern "C" cudaError_t sdc_kv_store(int dt, void *cache, int row_elems, const float *src, int T,
                                     const int32_t *pos_base, int pos_off, const sdc_dev *d) {
     if (T <= 0 || row_elems <= 0) return cudaSuccess;
-    kv_store_k<<<dim3((row_elems + PW_THREADS - 1) / PW_THREADS, T), PW_THREADS, 0, d->stream>>>(
-        dt, cache, row_elems, src, pos_base, pos_off);
-    return sdc_launched();
+    return sdc_launch(d, kv_store_k, dim3((row_elems + PW_THREADS - 1) / PW_THREADS, T), PW_THREADS, 0, dt, cache,
+                      row_elems, src, pos_base, pos_off);
 }

@@ -15,6 +15,7 @@ constexpr int RN_THREADS = 256, RN_WARP_N = 1024;
 /* 8 rows per block, one warp each */
 __global__ void __launch_bounds__(RN_THREADS) rms_warp(float *out, int ldo, const float *x, int ldx, const float *w,
                                                        int n, int T, float eps) {
+    sdc_grid_enter();
     const int row = blockIdx.x * (RN_THREADS / 32) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= T) return;   /* whole warps: no block-wide barrier below */
     const float *xr = x + (size_t)row * ldx;
@@ -29,6 +30,7 @@ __global__ void __launch_bounds__(RN_THREADS) rms_warp(float *out, int ldo, cons
 /* one row per block */
 __global__ void __launch_bounds__(RN_THREADS) rms_block(float *out, int ldo, const float *x, int ldx, const float *w,
                                                         int n, float eps) {
+    sdc_grid_enter();
     __shared__ float ws[RN_THREADS / 32];
     const float *xr = x + (size_t)blockIdx.x * ldx;
     float *o = out + (size_t)blockIdx.x * ldo;
@@ -51,9 +53,7 @@ extern "C" cudaError_t sdc_rmsnorm(float *out, int ldo, const float *x, int ldx,
     if (T <= 0 || n <= 0) return cudaSuccess;
     if (n <= RN_WARP_N) {
         const int rows = RN_THREADS / 32;
-        rms_warp<<<(T + rows - 1) / rows, RN_THREADS, 0, d->stream>>>(out, ldo, x, ldx, w, n, T, eps);
-    } else {
-        rms_block<<<T, RN_THREADS, 0, d->stream>>>(out, ldo, x, ldx, w, n, eps);
+        return sdc_launch(d, rms_warp, (T + rows - 1) / rows, RN_THREADS, 0, out, ldo, x, ldx, w, n, T, eps);
     }
-    return sdc_launched();
+    return sdc_launch(d, rms_block, T, RN_THREADS, 0, out, ldo, x, ldx, w, n, eps);
 }

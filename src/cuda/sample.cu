@@ -45,6 +45,7 @@ SDC_D void reduce_am(const sdc_sample_params &p, int t, int nb, sdc_best *out) {
 
 /* grid (nb, T) */
 __global__ void __launch_bounds__(SMP_THREADS) smp_am(const sdc_sample_params p) {
+    sdc_grid_enter();
     const int t = blockIdx.y, lo = blockIdx.x * SMP_CHUNK, hi = min(p.n, lo + SMP_CHUNK);
     const float *row = p.logits + (size_t)t * (size_t)p.n;
     sdc_best b = sdc_best_none();
@@ -55,6 +56,7 @@ __global__ void __launch_bounds__(SMP_THREADS) smp_am(const sdc_sample_params p)
 
 /* grid (nb, T) */
 __global__ void __launch_bounds__(SMP_THREADS) smp_gumbel(const sdc_sample_params p) {
+    sdc_grid_enter();
     __shared__ sdc_best am_s;
     const int t = blockIdx.y, nb = gridDim.x;
     reduce_am(p, t, nb, &am_s);
@@ -81,6 +83,7 @@ __global__ void __launch_bounds__(SMP_THREADS) smp_gumbel(const sdc_sample_param
 
 /* grid (T); dynamic shared memory: the bitmap of mapped tokens when p.map is set */
 __global__ void __launch_bounds__(SMP_THREADS) smp_finish(const sdc_sample_params p, const int nb) {
+    sdc_grid_enter();
     extern __shared__ uint32_t bm[];
     __shared__ sdc_best am_s;
     __shared__ int unm_s;
@@ -135,14 +138,9 @@ extern "C" cudaError_t sdc_sample(const sdc_sample_params *p, const sdc_dev *d) 
     if (p->T <= 0) return cudaSuccess;
     if (p->map && (p->vocab <= 0 || p->vocab > SMP_BITMAP_WORDS * 32)) return cudaErrorInvalidValue;
     const int nb = sdc_sample_blocks(p->n);
-    smp_am<<<dim3(nb, p->T), SMP_THREADS, 0, d->stream>>>(*p);
-    cudaError_t e = sdc_launched();
+    cudaError_t e = sdc_launch(d, smp_am, dim3(nb, p->T), SMP_THREADS, 0, *p);
     if (e != cudaSuccess) return e;
-    if (!p->greedy) {
-        smp_gumbel<<<dim3(nb, p->T), SMP_THREADS, 0, d->stream>>>(*p);
-        if ((e = sdc_launched()) != cudaSuccess) return e;
-    }
+    if (!p->greedy && (e = sdc_launch(d, smp_gumbel, dim3(nb, p->T), SMP_THREADS, 0, *p)) != cudaSuccess) return e;
     const size_t smem = p->map ? (size_t)((p->vocab + 31) / 32) * 4u : 0u;
-    smp_finish<<<p->T, SMP_THREADS, smem, d->stream>>>(*p, nb);
-    return sdc_launched();
+    return sdc_launch(d, smp_finish, p->T, SMP_THREADS, smem, *p, nb);
 }

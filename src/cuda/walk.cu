@@ -9,6 +9,7 @@
 namespace {
 
 __global__ void walk_k(int32_t *blk, int nd, const int32_t *choice, int32_t *emit, int32_t *pos, int32_t *pos_prev) {
+    sdc_grid_enter();
     sd_walk_step(blk, nd, choice, emit, pos, pos_prev);
 }
 
@@ -16,6 +17,5 @@ __global__ void walk_k(int32_t *blk, int nd, const int32_t *choice, int32_t *emi
 
 extern "C" cudaError_t sdc_walk(int32_t *blk, int nd, const int32_t *choice, int32_t *emit, int32_t *pos,
                                 int32_t *pos_prev, const sdc_dev *d) {
-    walk_k<<<1, 1, 0, d->stream>>>(blk, nd, choice, emit, pos, pos_prev);
-    return sdc_launched();
+    return sdc_launch(d, walk_k, 1, 1, 0, blk, nd, choice, emit, pos, pos_prev);
 }

@@ -103,9 +103,12 @@ specdec_status sd_layer_forward(sd_runtime *rt, const sd_layer_w *L, const sd_kv
 
     /* attention block */
     SD_BE(b, err, "rmsnorm", o->rmsnorm(b, rt->xn, H, x, H, L->attn_norm, H, T, eps));
-    SD_BE(b, err, "matmul q", o->matmul(b, &L->q, rt->xn, H, rt->q, qd, T));             /* (T, nh*hd) */
-    SD_BE(b, err, "matmul k", o->matmul(b, &L->k, rt->xn, H, rt->k, kd, T));             /* (T, nkv*hd) */
-    SD_BE(b, err, "matmul v", o->matmul(b, &L->v, rt->xn, H, rt->v, kd, T));
+    {   /* q (T, nh*hd), k and v (T, nkv*hd): one call over the same normed x */
+        const sd_mat *W[3] = {&L->q, &L->k, &L->v};
+        float *y[3] = {rt->q, rt->k, rt->v};
+        const int ld[3] = {qd, kd, kd};
+        SD_BE(b, err, "matmul q, k, v", sd_be_matmul_n(b, 3, W, rt->xn, H, y, ld, T));
+    }
     SD_BE(b, err, "q_norm", o->rmsnorm(b, rt->q, hd, rt->q, hd, L->q_norm, hd, T * nh, eps));  /* per head */
     SD_BE(b, err, "k_norm", o->rmsnorm(b, rt->k, hd, rt->k, hd, L->k_norm, hd, T * nkv, eps));
     SD_BE(b, err, "rope q", o->rope(b, rt->q, T, nh, hd, pos, rt->rope_cos, rt->rope_sin));
@@ -119,8 +122,12 @@ specdec_status sd_layer_forward(sd_runtime *rt, const sd_layer_w *L, const sd_kv
 
     /* MLP block */
     SD_BE(b, err, "rmsnorm", o->rmsnorm(b, rt->xn, H, x, H, L->mlp_norm, H, T, eps));
-    SD_BE(b, err, "matmul gate", o->matmul(b, &L->gate, rt->xn, H, rt->gate, I, T));
-    SD_BE(b, err, "matmul up", o->matmul(b, &L->up, rt->xn, H, rt->up, I, T));
+    {
+        const sd_mat *W[2] = {&L->gate, &L->up};
+        float *y[2] = {rt->gate, rt->up};
+        const int ld[2] = {I, I};
+        SD_BE(b, err, "matmul gate, up", sd_be_matmul_n(b, 2, W, rt->xn, H, y, ld, T));
+    }
     SD_BE(b, err, "silu_mul", o->silu_mul(b, rt->gate, rt->up, I, T));
     SD_BE(b, err, "matmul down", o->matmul(b, &L->down, rt->gate, I, rt->tmp, H, T));
     if (o->allreduce) SD_BE(b, err, "all-reduce down", o->allreduce(b, rt->tmp, (size_t)T * H, rt->red));

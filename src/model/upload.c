@@ -81,12 +81,28 @@ static specdec_status up_layer(sd_backend *b, const sd_tp_plan *pl, const sd_con
 #define UP(f, n, split)                                                                         \
     (snprintf(nm, sizeof nm, "%s.%s.weight", prefix, n),                                        \
      up_one(b, pl, c, &h->f, split, nm, &d->f, pg, err))
-    SD_TRY(UP(q, "self_attn.q_proj", SD_TP_ROWS_Q));
-    SD_TRY(UP(k, "self_attn.k_proj", SD_TP_ROWS_KV));
-    SD_TRY(UP(v, "self_attn.v_proj", SD_TP_ROWS_KV));
+    if (pl) {   /* each rank its slices */
+        SD_TRY(UP(q, "self_attn.q_proj", SD_TP_ROWS_Q));
+        SD_TRY(UP(k, "self_attn.k_proj", SD_TP_ROWS_KV));
+        SD_TRY(UP(v, "self_attn.v_proj", SD_TP_ROWS_KV));
+    } else {    /* q, k, v end to end: one matmul_n launch on a device */
+        snprintf(nm, sizeof nm, "%s.self_attn.{q,k,v}_proj.weight", prefix);
+        const sd_mat *hs[3] = {&h->q, &h->k, &h->v};
+        sd_mat *ds[3] = {&d->q, &d->k, &d->v};
+        SD_TRY(sd_be_upload_mats(b, 3, hs, nm, ds, err));
+        for (int i = 0; i < 3; i++) SD_TRY(prog_tick(pg, hs[i], nm, err));
+    }
     SD_TRY(UP(o, "self_attn.o_proj", SD_TP_COLS_O));
-    SD_TRY(UP(gate, "mlp.gate_proj", SD_TP_ROWS_I));
-    SD_TRY(UP(up, "mlp.up_proj", SD_TP_ROWS_I));
+    if (pl) {
+        SD_TRY(UP(gate, "mlp.gate_proj", SD_TP_ROWS_I));
+        SD_TRY(UP(up, "mlp.up_proj", SD_TP_ROWS_I));
+    } else {
+        snprintf(nm, sizeof nm, "%s.mlp.{gate,up}_proj.weight", prefix);
+        const sd_mat *hs[2] = {&h->gate, &h->up};
+        sd_mat *ds[2] = {&d->gate, &d->up};
+        SD_TRY(sd_be_upload_mats(b, 2, hs, nm, ds, err));
+        for (int i = 0; i < 2; i++) SD_TRY(prog_tick(pg, hs[i], nm, err));
+    }
     SD_TRY(UP(down, "mlp.down_proj", SD_TP_COLS_I));
 #undef UP
     return SPECDEC_OK;
