@@ -2,7 +2,8 @@
 # test_calibrate.sh: the CPU kernel level chosen by measurement (src/cpu/calibrate.c). With a fresh
 # cache directory the first `info` calibrates and writes the cache; the second reads it; a corrupt
 # cache file (garbage, a foreign key, an unknown level) is ignored and rewritten, never trusted;
-# SPECDEC_SIMD overrides; SPECDEC_CALIBRATE=0 takes the static order. On a machine with a single
+# SPECDEC_SIMD overrides; SPECDEC_CALIBRATE=0 takes the static order; the AVX2 int8 form (VNNI or
+# maddubs) is cached with the levels. On a machine with a single
 # SIMD level there is nothing to choose (info says so) and the cache checks are skipped.
 . "$(dirname "$0")/cli_lib.sh"
 MODEL=$M
@@ -25,6 +26,17 @@ for bad in 'garbage' $'key someone else\nf32 avx2\nint8 avx2\ntimes x' "$(sed 's
   grep -q "^key .*|" "$F" && ! grep -q "mmx\|someone" "$F" || { echo "FAIL: corrupt cache not rewritten"; fail=1; }
 done
 echo "ok   corrupt caches ignored and rewritten"
+# the AVX2 int8 form is part of the cache: a valid other form is honoured, an unknown one rewritten
+if grep -q '^avx2i8 ' "$F"; then
+  sed -i 's/^avx2i8 .*/avx2i8 maddubs/' "$F"
+  w=$(why); case $w in "calibrated earlier"*"avx2 int8 form maddubs"*) echo "ok   cached avx2 int8 form honoured" ;;
+    *) echo "FAIL cached form: '$w'"; fail=1 ;; esac
+  sed -i 's/^avx2i8 .*/avx2i8 sse9/' "$F"
+  w=$(why); case $w in "calibrated now"*) ;; *) echo "FAIL unknown form trusted: '$w'"; fail=1 ;; esac
+  grep -q '^avx2i8 \(vnni\|maddubs\|-\)$' "$F" || { echo "FAIL: unknown form not rewritten"; fail=1; }
+else
+  echo "FAIL: no avx2i8 line in the cache"; fail=1
+fi
 w=$(SPECDEC_SIMD=avx2 why); case $w in "forced by SPECDEC_SIMD=avx2"*) echo "ok   SPECDEC_SIMD overrides" ;; *) echo "FAIL forced: '$w'"; fail=1 ;; esac
 w=$(SPECDEC_CALIBRATE=0 why); case $w in "SPECDEC_CALIBRATE=0"*) echo "ok   SPECDEC_CALIBRATE=0: static order" ;; *) echo "FAIL static: '$w'"; fail=1 ;; esac
 chmod 000 "$XDG_CACHE_HOME/specdec" 2>/dev/null

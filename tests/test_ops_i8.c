@@ -250,6 +250,15 @@ int main(void) {
         }
     }
     test_refused();
+    /* calibration's choice of the AVX2 form reaches the kernel handed out */
+    if (sd_ops_fast_level("avx2")) {
+        sd_i8_avx2_prefer_vnni(0);
+        CHECK(sd_i8_rows_avx2() == sd_i8_rows_avx2_form(0), "prefer maddubs: the maddubs form handed out");
+        sd_i8_avx2_prefer_vnni(1);
+        const sd_i8_rows_fn v = sd_i8_rows_avx2_form(1);
+        CHECK(sd_i8_rows_avx2() == (v ? v : sd_i8_rows_avx2_form(0)), "prefer vnni: VNNI where the CPU has it");
+        CHECK(sd_i8_rows_avx2_form(0) != v, "two distinct forms");
+    }
     for (int n = 1; n <= 3; n++) sd_pool_free(pools[n]);
     return check_finish("test_ops_i8");
 }

@@ -4,7 +4,9 @@
  * differ more. So on first use each level this CPU runs times its quantized matmul (4-bit, group
  * 64, bf16 scales: the shape class of every Qwen3 linear and the LM head) at one token, f32 and
  * int8 activations separately, a few ms in all, samples interleaved across levels so a busy
- * machine slows them alike; the fastest (minimum over the samples) wins, per precision.
+ * machine slows them alike; the fastest (minimum over the samples) wins, per precision. The AVX2
+ * level's int8 kernel has two forms where the CPU has AVX-VNNI (vpdpbusd, or maddubs as without
+ * it; the same bits): both are timed, and the faster is the level's (sd_i8_avx2_prefer_vnni).
  * The result is cached in $XDG_CACHE_HOME/specdec/cpu-levels (else ~/.cache/specdec/) under a
  * key of CPU model + ISA flags + specdec version + kernel generation; a file that does not parse, has another key or
  * names a level this machine cannot run is ignored and rewritten. SPECDEC_CALIBRATE=0 skips the
@@ -86,22 +88,39 @@ static int level_ix(const char *name) {
     return -1;
 }
 
-/* Cache file: "key <key>\nf32 <level>\nint8 <level>\ntimes <text>\n". 1 when it was read and valid. */
+static const char *const k_forms[] = {"vnni", "maddubs", "-"};
+
+static const char *form_name(const char *s) {
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, k_forms[i])) return k_forms[i];
+    return NULL;
+}
+
+/* The AVX2 int8 form now chosen, in force for this process. */
+static void apply_form(void) { sd_i8_avx2_prefer_vnni(strcmp(g_cal.avx2_i8_form, "maddubs") != 0); }
+
+/* Cache file: "key <key>\nf32 <level>\nint8 <level>\ntimes <text>\navx2i8 <form>\n". 1 when it was
+ * read and valid (a form this CPU cannot run, VNNI without AVX-VNNI, is not). */
 static int cache_read(const char *path, const char *key) {
     FILE *f = path[0] ? fopen(path, "r") : NULL;
     if (!f) return 0;
-    char l1[600], l2[64], l3[64], l4[sizeof g_cal.times];
-    int ok = fgets(l1, sizeof l1, f) && fgets(l2, sizeof l2, f) && fgets(l3, sizeof l3, f) && fgets(l4, sizeof l4, f);
+    char l1[600], l2[64], l3[64], l4[sizeof g_cal.times], l5[64];
+    int ok = fgets(l1, sizeof l1, f) && fgets(l2, sizeof l2, f) && fgets(l3, sizeof l3, f) && fgets(l4, sizeof l4, f) &&
+             fgets(l5, sizeof l5, f);
     fclose(f);
     if (!ok) return 0;
     l1[strcspn(l1, "\n")] = l2[strcspn(l2, "\n")] = l3[strcspn(l3, "\n")] = l4[strcspn(l4, "\n")] = 0;
+    l5[strcspn(l5, "\n")] = 0;
     if (strncmp(l1, "key ", 4) || strcmp(l1 + 4, key) || strncmp(l2, "f32 ", 4) || strncmp(l3, "int8 ", 5) ||
-        strncmp(l4, "times ", 6))
+        strncmp(l4, "times ", 6) || strncmp(l5, "avx2i8 ", 7))
         return 0;
     int a = level_ix(l2 + 4), b = level_ix(l3 + 5);
-    if (a < 0 || b < 0 || !sd_ops_fast_level(k_levels[a]) || !sd_ops_fast_level(k_levels[b])) return 0;
+    const char *form = form_name(l5 + 7);
+    if (a < 0 || b < 0 || !sd_ops_fast_level(k_levels[a]) || !sd_ops_fast_level(k_levels[b]) || !form) return 0;
+    if (!strcmp(form, "vnni") && !sd_i8_rows_avx2_form(1)) return 0;
     g_cal.f32_level = k_levels[a];
     g_cal.i8_level = k_levels[b];
+    g_cal.avx2_i8_form = form;
     snprintf(g_cal.times, sizeof g_cal.times, "%s", l4 + 6);
     return 1;
 }
@@ -121,19 +140,24 @@ static void cache_write(const char *path, const char *key) {
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) return;
-    int ok = fprintf(f, "key %s\nf32 %s\nint8 %s\ntimes %s\n", key, g_cal.f32_level, g_cal.i8_level, g_cal.times) > 0;
+    int ok = fprintf(f, "key %s\nf32 %s\nint8 %s\ntimes %s\navx2i8 %s\n", key, g_cal.f32_level, g_cal.i8_level,
+                     g_cal.times, g_cal.avx2_i8_form) > 0;
     ok &= fclose(f) == 0;
     if (!ok || rename(tmp, path) != 0) unlink(tmp);
 }
 
-/* Minimum seconds per call of each level's f32 and int8 matmul (0: level not run here). */
-static void measure(double best[NLEV][2]) {
+/* Minimum seconds per call of each level's f32 and int8 matmul (0: level not run here); form[0 / 1]:
+ * the AVX2 level's int8 matmul in the VNNI / maddubs form (0 when there are not two forms; then
+ * best[avx2][1] is its one form's). */
+static void measure(double best[NLEV][2], double form[2]) {
     sd_mat W = {.rows = CAL_ROWS, .cols = CAL_COLS, .dtype = SPECDEC_DTYPE_BF16, .bits = 4, .group = 64};
     size_t nw = (size_t)CAL_ROWS * CAL_COLS / 8, ng = (size_t)CAL_ROWS * CAL_COLS / 64;
     uint32_t *w = malloc(nw * 4);
     uint16_t *sb = malloc(ng * 4);
     float *x = malloc(sizeof(float) * CAL_COLS), *y = malloc(sizeof(float) * CAL_ROWS);
     memset(best, 0, sizeof(double) * NLEV * 2);
+    form[0] = form[1] = 0;
+    const int two = sd_ops_fast_level("avx2") && sd_i8_rows_avx2_form(1);
     if (!w || !sb || !x || !y) goto out;
     uint32_t s = 12345u;
     for (size_t i = 0; i < nw; i++) { s = s * 1664525u + 1013904223u; w[i] = s; }
@@ -144,12 +168,15 @@ static void measure(double best[NLEV][2]) {
         for (int l = 0; l < NLEV; l++) {
             const sd_ops *o = sd_ops_fast_level(k_levels[l]);
             if (!o) continue;
-            for (int p = 0; p < 2; p++) {
+            const int avx2 = two && !strcmp(k_levels[l], "avx2");
+            for (int p = 0; p < 2 + avx2; p++) {
                 double t0 = now_s();
-                if (p) o->matmul_i8(&W, x, CAL_COLS, y, CAL_ROWS, 1, NULL);
+                if (avx2 && p) sd_i8_matmul(sd_i8_rows_avx2_form(p == 1), sd_i8_prep_avx2(), &W, x, CAL_COLS, y, CAL_ROWS, 1, NULL);
+                else if (p) o->matmul_i8(&W, x, CAL_COLS, y, CAL_ROWS, 1, NULL);
                 else o->matmul(&W, x, CAL_COLS, y, CAL_ROWS, 1, NULL);
                 double dt = now_s() - t0;
-                if (r >= 0 && (best[l][p] == 0 || dt < best[l][p])) best[l][p] = dt;
+                double *b = avx2 && p ? &form[p - 1] : &best[l][p];
+                if (r >= 0 && (*b == 0 || dt < *b)) *b = dt;
             }
         }
 out:
@@ -167,11 +194,21 @@ static void calibrate(void) {
     for (int i = 0; i < NLEV; i++)
         if (sd_ops_fast_level(k_levels[i])) { n++; if (first < 0) first = i; }
     g_cal.f32_level = g_cal.i8_level = first >= 0 ? k_levels[first] : "scalar";
+    g_cal.avx2_i8_form = sd_i8_rows_avx2_form(1) ? "vnni" : "-";   /* the static choice */
     if (n <= 1) { g_cal.how = SD_CALIB_ONLY; return; }
     if (env && !strcmp(env, "0")) { g_cal.how = SD_CALIB_STATIC; return; }
-    if (!(env && !strcmp(env, "force")) && cache_read(g_cal.where, g_cal.key)) { g_cal.how = SD_CALIB_CACHED; return; }
-    double best[NLEV][2];
-    measure(best);
+    if (!(env && !strcmp(env, "force")) && cache_read(g_cal.where, g_cal.key)) {
+        g_cal.how = SD_CALIB_CACHED;
+        apply_form();
+        return;
+    }
+    double best[NLEV][2], form[2];
+    measure(best, form);
+    const int avx2 = level_ix("avx2");
+    if (form[0] > 0 && form[1] > 0) {
+        g_cal.avx2_i8_form = form[1] < form[0] ? "maddubs" : "vnni";
+        best[avx2][1] = form[1] < form[0] ? form[1] : form[0];
+    }
     int bf = first, bi = first;
     size_t used = 0;
     g_cal.times[0] = 0;
@@ -181,11 +218,15 @@ static void calibrate(void) {
         if (best[l][1] < best[bi][1]) bi = l;
         used += (size_t)snprintf(g_cal.times + used, sizeof g_cal.times - used, "%s%s f32 %.0f us int8 %.0f us",
                                  used ? ", " : "", k_levels[l], best[l][0] * 1e6, best[l][1] * 1e6);
+        if (used < sizeof g_cal.times && l == avx2 && form[0] > 0 && form[1] > 0)
+            used += (size_t)snprintf(g_cal.times + used, sizeof g_cal.times - used, " (vnni %.1f, maddubs %.1f)",
+                                     form[0] * 1e6, form[1] * 1e6);
         if (used >= sizeof g_cal.times) break;
     }
     g_cal.f32_level = k_levels[bf];
     g_cal.i8_level = k_levels[bi];
     g_cal.how = SD_CALIB_MEASURED;
+    apply_form();
     cache_write(g_cal.where, g_cal.key);
 }
 
@@ -199,12 +240,12 @@ void sd_calib_describe(const sd_calib *c, char *out, size_t n) {
     case SD_CALIB_ONLY: snprintf(out, n, "the only SIMD level this machine runs"); break;
     case SD_CALIB_STATIC: snprintf(out, n, "SPECDEC_CALIBRATE=0: static order avx512 > avx2 > neon"); break;
     case SD_CALIB_CACHED:
-        snprintf(out, n, "calibrated earlier on this CPU (cache %s): f32 %s, int8 %s; %s", c->where, c->f32_level,
-                 c->i8_level, c->times);
+        snprintf(out, n, "calibrated earlier on this CPU (cache %s): f32 %s, int8 %s, avx2 int8 form %s; %s", c->where,
+                 c->f32_level, c->i8_level, c->avx2_i8_form, c->times);
         break;
     default:
-        snprintf(out, n, "calibrated now (%d-row 4-bit matmul, 1 thread, min of %d): f32 %s, int8 %s; %s", CAL_ROWS,
-                 CAL_ROUNDS, c->f32_level, c->i8_level, c->times);
+        snprintf(out, n, "calibrated now (%d-row 4-bit matmul, 1 thread, min of %d): f32 %s, int8 %s, avx2 int8 form %s; %s",
+                 CAL_ROWS, CAL_ROUNDS, c->f32_level, c->i8_level, c->avx2_i8_form, c->times);
         break;
     }
 }

@@ -116,6 +116,8 @@ const sd_isa *sd_isa_avx2(void) { return NULL; }
 sd_i8_rows_fn sd_i8_rows_avx512(void) { return NULL; }
 sd_i8_rows_fn sd_i8_rows_avx2(void) { return NULL; }
 sd_i8_prep_fn sd_i8_prep_avx2(void) { return NULL; }
+sd_i8_rows_fn sd_i8_rows_avx2_form(int vnni) { (void)vnni; return NULL; }
+void sd_i8_avx2_prefer_vnni(int on) { (void)on; }
 #endif
 #if !(defined(__aarch64__) || defined(_M_ARM64))
 const sd_isa *sd_isa_neon(void) { return NULL; }

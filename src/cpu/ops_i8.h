@@ -74,6 +74,11 @@ void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const
 sd_i8_rows_fn sd_i8_rows_avx512(void);   /* AVX-512 VNNI */
 sd_i8_rows_fn sd_i8_rows_avx2(void);     /* AVX-VNNI when the CPU has it, else maddubs */
 sd_i8_rows_fn sd_i8_rows_neon(void);     /* sdot when the CPU has it, else widening multiplies */
+/* The AVX2 level's two forms by name: vnni 1 = AVX-VNNI (NULL when the CPU lacks it), 0 = maddubs.
+ * Both give the same bits; calibration times them and sd_i8_avx2_prefer_vnni(0) makes
+ * sd_i8_rows_avx2 hand out maddubs where it measured faster (default: VNNI where present). */
+sd_i8_rows_fn sd_i8_rows_avx2_form(int vnni);
+void sd_i8_avx2_prefer_vnni(int on);
 /* Tests and benchmarks: 1 makes sd_i8_rows_avx2 hand out the maddubs form even with AVX-VNNI. */
 extern int sd_i8_avx2_novnni;
 

@@ -30,6 +30,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include "cpu/ops_simd.h"
 
@@ -243,10 +244,20 @@ static void detect(void) {
     unsigned a, b, c, d;
     g_avxvnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
 }
+/* calibration's choice; atomic because a backend may be multiplying while another one calibrates */
+static _Atomic int g_prefer_vnni = 1;
+
+sd_i8_rows_fn sd_i8_rows_avx2_form(int vnni) {
+    pthread_once(&g_once, detect);
+    return !vnni ? rows_mad : g_avxvnni ? rows_vnni : (sd_i8_rows_fn)0;
+}
+
+void sd_i8_avx2_prefer_vnni(int on) { atomic_store_explicit(&g_prefer_vnni, on != 0, memory_order_relaxed); }
 
 sd_i8_rows_fn sd_i8_rows_avx2(void) {
     pthread_once(&g_once, detect);
-    return g_avxvnni && !sd_i8_avx2_novnni ? rows_vnni : rows_mad;
+    const int vn = g_avxvnni && atomic_load_explicit(&g_prefer_vnni, memory_order_relaxed) && !sd_i8_avx2_novnni;
+    return vn ? rows_vnni : rows_mad;
 }
 
 /* ---------------------------------------------------------------- token preparation */
