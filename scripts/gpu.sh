@@ -28,6 +28,9 @@
 #   int8      precision int8 against f32 on the CUDA backend: bench/i8_quality (top-1 agreement and KL
 #             on 64 held-out prompts), then bench/ab_binaries.sh with the two precisions as its arms,
 #             classic and MTP interleaved, on the embedded target and the inflated 8B shape
+#   ab        end to end against an earlier commit (its source as .old/src-*.tar.xz, `git archive`,
+#             built beside) and with programmatic launches (SPECDEC_CUDA_PDL=1) against without
+#             (bench/ab_binaries.sh; AB_MODELS, default the inflated 8B shape then the embedded pair)
 #   decide    the decisions only scale can make, on the inflated 8B shape, each arm interleaved in
 #             one specdec bench: the reduced draft vocabulary at 8k / 16k / 32k against the full
 #             head, the verify's projected rows capped at 2 and 3 against K + 1, and the 4-bit MTP
@@ -84,6 +87,19 @@ run_to() {   # run_to SECONDS LOG cmd...: a bounded step, its exit status logged
   echo "exit $rc" >> "$f"
   return $rc
 }
+
+if has ab; then   # the earlier commit's source (.old/src-*.tar.xz, a git archive) built beside, in the background
+  OLD_TAR=$(ls .old/src-*.tar.xz 2>/dev/null | head -1)
+  OLD_BIN=/tmp/old-src/b/specdec
+  if [ -n "$OLD_TAR" ] && [ ! -x "$OLD_BIN" ]; then
+    oargs=(-DCMAKE_BUILD_TYPE=Release)
+    command -v pkg-config >/dev/null && pkg-config --exists jansson 2>/dev/null || oargs+=(-DSPECDEC_DEPS_PREFIX=$ROOT/.dev/deps)
+    ( rm -rf /tmp/old-src && mkdir -p /tmp/old-src && tar xJf "$OLD_TAR" -C /tmp/old-src &&
+      cmake -S /tmp/old-src -B /tmp/old-src/b "${oargs[@]}" && cmake --build /tmp/old-src/b -j"$J" --target specdec_cli
+    ) > "$OUT/old_build.log" 2>&1 &
+    OLD_PID=$!
+  fi
+fi
 
 if has test; then
   export SPECDEC_SOURCE_DIR=$ROOT SPECDEC_BIN=$BIN
@@ -161,6 +177,23 @@ PY
   for i in 0 1 2 3; do   # the inflated 8B's greedy tokens against the embedded target's
     cmp -s "$OUT/ids_qwen3-kernel_none_$i.txt" "$OUT/ids_inflated-qwen3-8b_none_$i.txt" && r=same || r=differ
     log "agreement prompt $i: 8B vs embedded greedy ids $r"
+  done
+fi
+
+if has ab; then   # end to end, one run, interleaved: this build against the earlier commit's, and with
+                 # programmatic launches (SPECDEC_CUDA_PDL=1) against without; classic and MTP
+  [ -n "${OLD_PID:-}" ] && wait "$OLD_PID"
+  D=/tmp/inflated-qwen3-8b
+  for m in ${AB_MODELS:-$D $M}; do
+    [ "$m" = "$D" ] && [ ! -d "$D" ] && { run_to 400 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$D" --shape qwen3-8b || log "inflate 8b FAILED"; }
+    tag=$(basename "$m"); np=4; r=5; [ "$m" = "$D" ] && { np=${AB_NP:-2}; r=${AB_R:-3}; }
+    if [ -x "$OLD_BIN" ]; then
+      OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" run_to 500 "$OUT/ab_old_$tag.md" bash bench/ab_binaries.sh "$OLD_BIN" "$BIN" "$m" $np $r 128
+      log "new / old $tag: $(grep '^| p' "$OUT/ab_old_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+    else log "old build FAILED: $(tail -3 "$OUT/old_build.log" 2>/dev/null)"; fi
+    NEW_ENV=SPECDEC_CUDA_PDL=1 OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
+      run_to 500 "$OUT/ab_pdl_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
+    log "pdl / no pdl $tag: $(grep '^| p' "$OUT/ab_pdl_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
   done
 fi
 

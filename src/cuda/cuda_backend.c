@@ -537,10 +537,10 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     if (budget > optin - (24 << 10)) budget = optin - (24 << 10);
     c->dev.smem_budget = budget;
     c->dev.smem_optin = optin;
-    /* programmatic dependent launches (common.cuh) unless SPECDEC_CUDA_PDL=0, which keeps the
-     * plain stream order (for comparisons, and a way out should a driver mishandle them) */
+    /* programmatic dependent launches (common.cuh) with SPECDEC_CUDA_PDL=1: opt-in until a GPU
+     * run has measured them against the plain stream order (scripts/gpu.sh ab) */
     const char *pdl = getenv("SPECDEC_CUDA_PDL");
-    c->dev.pdl = !(pdl && pdl[0] == '0' && !pdl[1]);
+    c->dev.pdl = pdl && pdl[0] == '1' && !pdl[1];
     specdec_status st = SPECDEC_OK;
     if ((e = cudaStreamCreateWithFlags(&c->dev.stream, cudaStreamNonBlocking)) != cudaSuccess)
         st = cu_cuda_fail(c, err, e, "creating the stream");
