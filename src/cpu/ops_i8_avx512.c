@@ -17,9 +17,9 @@
  *    through vpermps; f16 is converted once per row and 16 groups;
  *  - with one token, rows go in pairs, their steps interleaved (two independent chains in flight);
  *    with 2 to 4 tokens the tokens' chains are enough, and pairs were slower (up to 25% at T = 3);
- *  - tokens go in tiles of 8, then 4, then the rest: a row's unpacked weights and group values
- *    serve 8 tokens (32 zmm hold the 8 x 16-lane accumulators); at T = 8 and 16 that was 20% faster
- *    than tiles of 4 on the 3-step matrices, even on the 5- and 6-step ones;
+ *  - token tiles of at most 4: tiles of 8 (the unpacked weights and group values serving 8 tokens)
+ *    gained 3% at T = 8 and 16 on 4-bit weights and 16% on 8-bit, but the larger frame made the
+ *    one-token kernel 12% slower (bench/ab_bench_i8.sh, one core, load 2);
  *  - a matrix larger than the caches (the LM head: 33 MB) is prefetched PF_ROWS rows ahead: the
  *    hardware prefetcher alone left the 2-thread LM head at about half the streaming bandwidth;
  *  - rows whose groups fit one 16-group window with at most 8 steps (every matrix of the embedded
@@ -41,7 +41,7 @@
 #pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
 #endif
 
-#define NT_MAX 8
+#define NT_MAX 4
 #define NS_MAX 8   /* step counts compiled as constants (one 16-group window) */
 /* Software prefetch distance in rows, and the matrix size from which it is used. Measured on the LM
  * head, 2 threads (min us): none 1025, 4 rows 917, 8 698, 16 641, 32 605, 64 629; from L2 (2048
@@ -186,7 +186,6 @@ SD_AINLINE void tile16(const sd_i8_args *a, const int32_t *ixt, int rt, int nr, 
 SD_AINLINE void tile_tokens(const sd_i8_args *a, const int32_t *ixt, int rt, int nr, const char *sb, const char *bb,
                             size_t e0, int pf, const int NS, const int bits, const specdec_dtype dt) {
     int t = 0;
-    for (; t + 8 <= a->T; t += 8) tile16(a, ixt, rt, nr, sb, bb, e0, t ? 0 : pf, t, 8, NS, bits, dt);
     for (; t + 4 <= a->T; t += 4) tile16(a, ixt, rt, nr, sb, bb, e0, t ? 0 : pf, t, 4, NS, bits, dt);
     const int pt = t ? 0 : pf;   /* the first token tile of a row tile brings its rows in */
     switch (a->T - t) {
