@@ -23,8 +23,8 @@
  *    the AVX-512 kernel does) ran 40% and 55% slower here, the 16 ymm registers spilling;
  *  - 8 rows are finished together by one transpose-add network per token (tree8: the
  *    recipe's final tree for 8 rows at once, one store);
- *  - a matrix larger than the caches (the LM head) is prefetched PF_ROWS rows ahead, as in the
- *    AVX-512 kernel. */
+ *  - a matrix larger than a core's L2 (the LM head; at the 1.7B shape every layer matrix) is
+ *    prefetched PF_ROWS rows ahead, as in the AVX-512 kernel (its PF_MIN_BYTES says why 1 MB). */
 #include "cpu/ops_i8.h"
 #include "util/dtype.h"
 #include <cpuid.h>
@@ -36,7 +36,7 @@
 
 #define NT_MAX 4
 #define PF_ROWS 32
-#define PF_MIN_BYTES (4u << 20)
+#define PF_MIN_BYTES (1u << 20)
 
 /* The recipe's final tree for 8 rows: v[i] holds row i's u (acc[l] + acc[l + 8], l < 8); y[i] =
  * ((u0 + u4) + (u2 + u6)) + ((u1 + u5) + (u3 + u7)) of row i, the same additions as sd_hsum8. */

@@ -45,9 +45,13 @@
 #define NS_MAX 8   /* step counts compiled as constants (one 16-group window) */
 /* Software prefetch distance in rows, and the matrix size from which it is used. Measured on the LM
  * head, 2 threads (min us): none 1025, 4 rows 917, 8 698, 16 641, 32 605, 64 629; from L2 (2048
- * rows) it costs about 10%, hence the threshold (larger than the L2 of a core). */
+ * rows) it costs about 10%, hence a threshold: the L2 of a core (1 MB on Zen 4 / 5). At 4 MB the
+ * 1.2-2.4 MB q, k, v and o of the Qwen3 1.7B shape, which come from DRAM in a model of 1.1 GB,
+ * went without it: classic decode there 1.08-1.15x faster with 1 MB (both arms in one run,
+ * docs/benchmarks/cpu-decode-vs-llamacpp-epyc-zen5-2026-12-03.md); the embedded pair, whose
+ * layer matrices are all below 1 MB, unchanged within its noise (0.97-1.02). */
 #define PF_ROWS 32
-#define PF_MIN_BYTES (4u << 20)
+#define PF_MIN_BYTES (1u << 20)
 
 /* Bytes a step's group read may touch from a row's first group of the window: bf16 reads 32 words
  * (vpermw's table is a whole zmm), f32 16 floats, f16 16 halves. */
