@@ -163,14 +163,19 @@ SD_AINLINE void tile16(const sd_i8_args *a, const int32_t *ixt, int rt, int nr, 
     __m512i ixv[NS_MAX];
     for (int p = 0; p < NS; p++) ixv[p] = _mm512_loadu_si512(ixt + p * 16);
     int i = 0;
-    if (NT == 1) {   /* one token: two rows' chains interleaved */
+    /* one token, or two on a large 4-bit matrix of at most 3 steps (the LM heads of the embedded
+     * pair: 1205 -> 781 us at T = 2, bench/ab_bench_i8.sh; the cached 3-step matrices and the
+     * longer rows were the same or slower with pairs at T = 2): two rows' chains interleaved */
+    if (NT == 1 || (NT == 2 && bits == 4 && NS > 0 && NS <= 3 && pf)) {
         for (; i < nr; i += 2) {
             /* an odd last row is computed twice, its second copy dropped: one code path, the same bits */
             const int two = i + 1 < nr;
             rows_lanes(a, ixt, ixv, w0 + (size_t)i * rb, two ? rb : 0, sb, bb, e0 + (size_t)i * ng, two ? ng : 0, pf,
-                       &tp, 2, 1, NS, bits, dt, v);
-            rs[0][i] = v[0][0];
-            if (two) rs[0][i + 1] = v[1][0];
+                       &tp, 2, NT, NS, bits, dt, v);
+            for (int t = 0; t < NT; t++) {
+                rs[t][i] = v[0][t];
+                if (two) rs[t][i + 1] = v[1][t];
+            }
         }
     } else {         /* the tokens' chains are independent already: one row at a time */
         for (; i < nr; i++) {
