@@ -2,7 +2,8 @@
  * streaming bandwidth of the same run. Arms: every SIMD level this CPU runs, and on a CPU with
  * AVX-VNNI the AVX2 level twice, with vpdpbusd ("avx2-vnni") and with maddubs ("avx2-maddubs",
  * sd_i8_avx2_novnni). Shapes are the embedded model's decode shapes (4-bit, group 64, bf16 scales)
- * plus one 8-bit matrix, at T = 1 and the speculative verify widths.
+ * plus one 8-bit matrix, at T = 1 and the speculative verify widths, and the layer matrices of the
+ * Qwen3 1.7B shape (in a 1.1 GB model they come from DRAM; here, repeated, from L3).
  * Per (shape, T) the arms are interleaved sample by sample after a discarded warm-up; prints the
  * median / min / max us per call, ns per (row, token) of the median, and the roofline ratio
  * (weight bytes / bandwidth) / median (above 1 when the matrix sits in cache).
@@ -53,6 +54,9 @@ int main(int argc, char **argv) {
         {"rows2k", 2048, 384, 4, 64}, {"q", 768, 384, 4, 64},      {"k/v", 256, 384, 4, 64},
         {"o", 384, 768, 4, 64},       {"gate/up", 640, 384, 4, 64}, {"down", 384, 640, 4, 64},
         {"q8 rows2k", 2048, 384, 8, 64}, {"lm_head", 151936, 384, 4, 4},
+        /* the Qwen3 1.7B shape's layer matrices (from DRAM in a 1.1 GB model) */
+        {"1.7b q/o", 2048, 2048, 4, 4},  {"1.7b k/v", 1024, 2048, 4, 4},
+        {"1.7b gate/up", 6144, 2048, 4, 4}, {"1.7b down", 2048, 6144, 4, 4},
     };
     arm arms[4];
     int na = 0;
