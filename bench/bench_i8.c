@@ -1,8 +1,9 @@
 /* bench_i8.c: the int8-activation matmul kernels (src/cpu/ops_i8*.c) per kernel form, against the
  * streaming bandwidth of the same run. Arms: every SIMD level this CPU runs, and on a CPU with
  * AVX-VNNI the AVX2 level twice, with vpdpbusd ("avx2-vnni") and with maddubs ("avx2-maddubs",
- * sd_i8_avx2_novnni). Shapes are the embedded model's decode shapes (4-bit, group 64, bf16 scales), those of the Qwen3 1.7B shape's layers
- * plus one 8-bit matrix, at T = 1 and the speculative verify widths.
+ * sd_i8_avx2_novnni). Shapes are the embedded model's decode shapes (4-bit, group 64, bf16 scales)
+ * plus one 8-bit matrix, at T = 1 and the speculative verify widths, and the layer matrices of the
+ * Qwen3 1.7B shape (in a 1.1 GB model they come from DRAM; here, repeated, from L3).
  * Per (shape, T) the arms are interleaved sample by sample after a discarded warm-up; prints the
  * median / min / max us per call, ns per (row, token) of the median, and the roofline ratio
  * (weight bytes / bandwidth) / median (above 1 when the matrix sits in cache).
