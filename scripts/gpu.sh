@@ -28,9 +28,12 @@
 #   int8      precision int8 against f32 on the CUDA backend: bench/i8_quality (top-1 agreement and KL
 #             on 64 held-out prompts), then bench/ab_binaries.sh with the two precisions as its arms,
 #             classic and MTP interleaved, on the embedded target and the inflated 8B shape
-#   ab        end to end against an earlier commit (its source as .old/src-*.tar.xz, `git archive`,
-#             built beside) and with programmatic launches (SPECDEC_CUDA_PDL=1) against without
-#             (bench/ab_binaries.sh; AB_MODELS, default the inflated 8B shape then the embedded pair)
+#   ab        end to end against an earlier commit (its source as .old/src-*.tar.xz, built beside)
+#             and with programmatic launches (SPECDEC_CUDA_PDL=1) against without
+#             (bench/ab_binaries.sh; AB_MODELS, default the inflated 8B shape then the embedded pair).
+#             The archive, made where git is, in a folder .git/info/exclude ignores, carried:
+#               git archive C CMakeLists.txt src include tools bench tests ':(exclude)tests/fixtures' \
+#                 ':(exclude)tests/data' ':(exclude)tools/train/results' | xz -1 > .old/src-C.tar.xz
 #   decide    the decisions only scale can make, on the inflated 8B shape, each arm interleaved in
 #             one specdec bench: the reduced draft vocabulary at 8k / 16k / 32k against the full
 #             head, the verify's projected rows capped at 2 and 3 against K + 1, and the 4-bit MTP
