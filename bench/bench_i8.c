@@ -31,6 +31,10 @@ static sd_mat make(int rows, int cols, int bits, size_t *bytes) {
         b[i] = sd_f32_to_bf16(-0.08f + (float)(rnd32() & 255) * 1e-5f);
     }
     m.w = w; m.scales = s; m.biases = b;
+    /* packed once, as the CPU backend does at upload (the int8 path reads the tiles) */
+    sd_i8_packed *pk = malloc(sizeof *pk);
+    if (pk && sd_i8_supported(&m) && sd_i8_pack(&m, pk) == 0) m.pk = pk;
+    else free(pk);
     *bytes = nw * 4 + ng * 4;
     return m;
 }
@@ -123,6 +127,7 @@ int main(int argc, char **argv) {
             }
         }
         free((void *)W.w); free((void *)W.scales); free((void *)W.biases);
+        if (W.pk) { sd_i8_pack_free((sd_i8_packed *)W.pk); free((void *)W.pk); }
     }
     free(x); free(y); free(y0); free(t);
     sd_pool_free(pool);

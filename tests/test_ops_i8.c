@@ -63,20 +63,20 @@ static void test_quant_block(void) {
     }
 }
 
-/* The vector preparation (sd_i8_prep_avx2) writes sd_i8_prep's xq, dv and xv bit for bit: rows of
+/* The vector preparation (sd_i8_prep_avx2) writes sd_i8_prep's xq, d and xg bit for bit: rows of
  * every width class with blocks of each hostile kind (the quant_block kinds above: halves, signed
- * zeros, subnormal maxima with zeros among them, inf and NaN), 4- and 8-bit layouts. */
+ * zeros, subnormal maxima with zeros among them, inf and NaN), groups of 64 and 128. */
 static void test_prep(void) {
     const sd_i8_prep_fn vp = sd_i8_prep_avx2();
     if (!vp) { fprintf(stderr, "prep: no vector preparation here, skipped\n"); return; }
     enum { C = 2048 };
     static float x[C];
     static int8_t q1[C], q2[C];
-    static float d1[C / 4], d2[C / 4], v1[C / 4], v2[C / 4];
+    static float d1[C / 32], d2[C / 32], v1[C / 64], v2[C / 64];
     static const int widths[] = {64, 128, 384, 640, 1088, 2048};
     for (int trial = 0; trial < 600; trial++) {
-        const int cols = widths[trial % 6], bits = (trial / 6) % 2 ? 8 : 4;
-        if (bits == 4 && cols % 128) continue;
+        const int cols = widths[trial % 6], group = (trial / 6) % 2 ? 128 : 64;
+        if (cols % group) continue;
         for (int i = 0; i < cols; i++) {
             const int kind = (i / 32 + trial) % 9;
             float v = rndf(0.0f, 1.0f);
@@ -90,23 +90,27 @@ static void test_prep(void) {
             x[i] = v;
         }
         memset(q1, 0x55, sizeof q1); memset(q2, 0x55, sizeof q2);
-        sd_i8_prep(x, cols, bits, q1, d1, v1);
-        vp(x, cols, bits, q2, d2, v2);
-        const int lanes = cols / (bits == 4 ? 8 : 4);
-        CHECK(memcmp(q1, q2, (size_t)cols) == 0 && memcmp(d1, d2, sizeof(float) * (size_t)lanes) == 0 &&
-                  memcmp(v1, v2, sizeof(float) * (size_t)lanes) == 0,
-              "prep_avx2 trial %d (%d columns, %d-bit): not sd_i8_prep's bits", trial, cols, bits);
+        sd_i8_prep(x, cols, group, q1, d1, v1);
+        vp(x, cols, group, q2, d2, v2);
+        CHECK(memcmp(q1, q2, (size_t)cols) == 0 && memcmp(d1, d2, sizeof(float) * (size_t)(cols / 32)) == 0 &&
+                  memcmp(v1, v2, sizeof(float) * (size_t)(cols / group)) == 0,
+              "prep_avx2 trial %d (%d columns, group %d): not sd_i8_prep's bits", trial, cols, group);
     }
 }
 
 static sd_pool *pools[4];
 
 /* One weight kind at one level: bitwise equal to the reference at every T in 1..64 (each row
- * alone and inside blocks), with 1..3 threads; close to the f32 reference. */
+ * alone and inside blocks), with 1..3 threads, from the packed tiles made once (as the CPU
+ * backend does at upload) and, at a few T, packed per call; close to the f32 reference. */
 static void test_kind(const sd_ops *F, const char *lvl, int rows, int cols, int bits, int group, specdec_dtype dt) {
     enum { TMAX = 64 };
     tmat W = make_mat(rows, cols, bits, group, dt);
     CHECK(sd_i8_supported(&W.m), "supported %dx%d q%d g%d", rows, cols, bits, group);
+    sd_i8_packed pk;
+    CHECK(sd_i8_pack(&W.m, &pk) == 0, "pack %dx%d", rows, cols);
+    sd_mat Wp = W.m;
+    Wp.pk = &pk;
     const int ldx = cols + 3, ldy = rows + 1;
     float *x = malloc(sizeof(float) * (size_t)TMAX * ldx);
     for (int i = 0; i < TMAX * ldx; i++) x[i] = rndf(0.0f, 1.0f) * ((i % 97) == 0 ? 8.0f : 1.0f);
@@ -121,7 +125,8 @@ static void test_kind(const sd_ops *F, const char *lvl, int rows, int cols, int 
             if (slow && T != 1 && T != 2 && T != 5 && T != TMAX) continue;
             if (th > 0 && T % 7 != 1 && T != TMAX) continue;   /* threads: a spread of T */
             for (int i = 0; i < T * ldy; i++) y[i] = NAN;
-            F->matmul_i8(&W.m, x, ldx, y, ldy, T, th ? pools[th] : NULL);
+            const int per_call = T % 16 == 3 && th < 2;
+            F->matmul_i8(per_call ? &W.m : &Wp, x, ldx, y, ldy, T, th ? pools[th] : NULL);
             for (int t = 0; t < T && !bad; t++)
                 for (int r = 0; r < rows && !bad; r++)
                     if (memcmp(&y[(size_t)t * ldy + r], &yr[(size_t)t * ldy + r], 4) != 0) {
@@ -158,6 +163,7 @@ static void test_kind(const sd_ops *F, const char *lvl, int rows, int cols, int 
                 }
             }
     free(x); free(y); free(yr); free(yf);
+    sd_i8_pack_free(&pk);
     free_mat(&W);
 }
 
@@ -172,18 +178,16 @@ static void test_level(const sd_ops *F, const char *lvl) {
             test_kind(F, lvl, rows, widths8[wi], 8, 64, dts[d]);
         }
     test_kind(F, lvl, 19, 1024, 8, 128, SPECDEC_DTYPE_BF16);
-    /* every step count the AVX-512 kernel compiles as a constant (1..8 steps in one 16-group
-     * window, bf16 scales), with an odd row count so the last row pairs with itself */
-    static const int ns4[] = {256, 512, 896, 1024}, ns8[] = {128, 256, 448, 512};
+    /* more widths, odd row counts (a last tile of 5 to 11 rows) */
+    static const int ns4[] = {256, 512, 896, 4096}, ns8[] = {128, 256, 448, 512};
     for (int i = 0; i < 4; i++) {
         test_kind(F, lvl, 21 + 2 * i, ns4[i], 4, 64, SPECDEC_DTYPE_BF16);
         test_kind(F, lvl, 21 + 2 * i, ns8[i], 8, 64, SPECDEC_DTYPE_BF16);
     }
 }
 
-/* A matrix larger than the caches (the AVX-512 kernel prefetches those; the last tile reads its group
- * values from a padded copy): the reference's bits at T = 1 and 2 on 1 and 2 threads (kept short:
- * the NEON run is emulated). */
+/* A matrix larger than the caches (the kernels prefetch those, tiles ahead): the reference's bits
+ * at T = 1 and 2 on 1 and 2 threads (kept short: the NEON run is emulated). */
 static void test_large(const sd_ops *F, const char *lvl) {
     const int rows = 20011, cols = 384, T = 2;
     tmat W = make_mat(rows, cols, 4, 64, SPECDEC_DTYPE_BF16);
@@ -191,6 +195,9 @@ static void test_large(const sd_ops *F, const char *lvl) {
     float *yr = malloc(sizeof(float) * (size_t)T * rows), *y = malloc(sizeof(float) * (size_t)T * rows);
     for (int i = 0; i < T * cols; i++) x[i] = rndf(0.0f, 1.0f);
     sd_i8_matmul_ref(&W.m, x, cols, yr, rows, T);
+    sd_i8_packed pk;
+    CHECK(sd_i8_pack(&W.m, &pk) == 0, "pack large");
+    W.m.pk = &pk;
     static const int Ts[] = {1, 2};
     for (int k = 0; k < 2; k++)
         for (int th = 1; th <= 2; th++) {
@@ -199,6 +206,8 @@ static void test_large(const sd_ops *F, const char *lvl) {
                   lvl, rows, cols, Ts[k], th);
         }
     free(x); free(y); free(yr);
+    W.m.pk = NULL;
+    sd_i8_pack_free(&pk);
     free_mat(&W);
 }
 

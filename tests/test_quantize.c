@@ -184,7 +184,7 @@ static void make_input(const char *in, const tm_dims *d) {
 static void test_known_packing(void) {
     uint32_t w4[4] = {0x76543210u, 0xfedcba98u, 0, 0};
     uint16_t s4 = sd_f32_to_bf16(2.0f), b4 = sd_f32_to_bf16(-1.0f);
-    sd_mat m = {1, 32, SPECDEC_DTYPE_BF16, 4, 32, w4, &s4, &b4, false};
+    sd_mat m = {1, 32, SPECDEC_DTYPE_BF16, 4, 32, w4, &s4, &b4, false, NULL};
     float out[32];
     sd_mat_row_f32(&m, 0, out);
     int bad = 0;
@@ -192,7 +192,7 @@ static void test_known_packing(void) {
     CHECK(bad == 0, "4-bit known packing: %d wrong", bad);
     uint32_t w8[16] = {0x04030201u, 0xff000080u};
     float s8[2] = {0.5f, 1.0f}, b8[2] = {1.0f, 0.0f};
-    sd_mat m8 = {1, 64, SPECDEC_DTYPE_F32, 8, 32, w8, s8, b8, false};
+    sd_mat m8 = {1, 64, SPECDEC_DTYPE_F32, 8, 32, w8, s8, b8, false, NULL};
     float o8[64];
     sd_mat_row_f32(&m8, 0, o8);
     CHECK(o8[0] == 1.5f && o8[1] == 2.0f && o8[2] == 2.5f && o8[3] == 3.0f, "8-bit known packing");
@@ -214,7 +214,7 @@ static void test_zero_groups(const char *root) {
             sd_qerr acc = {0, 0, 0};
             specdec_err e = {0};
             CHECK(sd_quant_row(x, 128, bits, 32, dts[k], w, sc, bi, &acc, "zero groups", 0, &e) == SPECDEC_OK, "quant_row: %s", e.msg);
-            sd_mat m = {1, 128, dts[k], bits, 32, w, sc, bi, false};
+            sd_mat m = {1, 128, dts[k], bits, 32, w, sc, bi, false, NULL};
             sd_mat_row_f32(&m, 0, deq);
             int bad = 0;
             for (int i = 0; i < 96; i++) bad += deq[i] != x[i] || !isfinite(deq[i]);

@@ -81,8 +81,8 @@ static void test_slices(void) {
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) w[i] = (uint32_t)(tm_rand(&s) * 2147483647.0f) ^ 0x5a5a5a5au;
     for (int i = 0; i < R * C / G; i++) { float a = 0.01f + 0.1f * fabsf(tm_rand(&s)), b = tm_rand(&s); sd_from_f32(SPECDEC_DTYPE_BF16, &a, &sc[i], 1); sd_from_f32(SPECDEC_DTYPE_BF16, &b, &bi[i], 1); }
     for (int i = 0; i < R * C; i++) { float a = tm_rand(&s); sd_from_f32(SPECDEC_DTYPE_BF16, &a, &dense[i], 1); }
-    sd_mat mq = {R, C, SPECDEC_DTYPE_BF16, 4, G, w, sc, bi, false};
-    sd_mat md = {R, C, SPECDEC_DTYPE_BF16, 0, 0, dense, NULL, NULL, false};
+    sd_mat mq = {R, C, SPECDEC_DTYPE_BF16, 4, G, w, sc, bi, false, NULL};
+    sd_mat md = {R, C, SPECDEC_DTYPE_BF16, 0, 0, dense, NULL, NULL, false, NULL};
     /* a config where ROWS_I takes rows and COLS_I takes columns of these matrices: I = 256 over 2 */
     sd_config c = shape(2, 2, 8, 256, 4, 4, 64);
     sd_tp_plan p;

@@ -91,12 +91,14 @@ specdec_status sd_be_upload_mat(sd_backend *b, const sd_mat *host, const char *n
     *dst = *host;
     dst->w = dst->scales = dst->biases = NULL;
     dst->part = false;
+    dst->pk = NULL;
     specdec_status st = b->i->upload(b, host->w, (size_t)sd_mat_wbytes(host), name, &dst->w, err);
     if (st == SPECDEC_OK && host->bits) {
         size_t sbytes = (size_t)sd_mat_sbytes(host);
         st = b->i->upload(b, host->scales, sbytes, name, &dst->scales, err);
         if (st == SPECDEC_OK) st = b->i->upload(b, host->biases, sbytes, name, &dst->biases, err);
     }
+    if (st == SPECDEC_OK && b->i->prepare_mat) st = b->i->prepare_mat(b, dst, name, err);
     if (st != SPECDEC_OK) sd_be_unload_mat(b, dst);
     return st;
 }
@@ -150,17 +152,27 @@ specdec_status sd_be_upload_mats(sd_backend *b, int n, const sd_mat *const *host
     for (int i = 0; i < n; i++) {
         *dst[i] = *host[i];
         dst[i]->part = i > 0;
+        dst[i]->pk = NULL;   /* joined uploads are for devices; no prepare_mat there */
         dst[i]->w = (const unsigned char *)base[0] + ow;
         dst[i]->scales = base[1] ? (const unsigned char *)base[1] + os : NULL;
         dst[i]->biases = base[2] ? (const unsigned char *)base[2] + os : NULL;
         ow += (size_t)sd_mat_wbytes(host[i]);
         os += (size_t)sd_mat_sbytes(host[i]);
     }
+    for (int i = 0; i < n && b->i->prepare_mat; i++) {
+        st = b->i->prepare_mat(b, dst[i], name, err);
+        if (st != SPECDEC_OK) {
+            for (int k = n; k-- > 0;) sd_be_unload_mat(b, dst[k]);   /* parts first, the owner last */
+            return st;
+        }
+    }
     return SPECDEC_OK;
 }
 
 void sd_be_unload_mat(sd_backend *b, sd_mat *m) {
     if (!b || !m) return;
+    if (m->pk && b->i->unprepare_mat) b->i->unprepare_mat(b, m);
+    m->pk = NULL;
     if (!m->part) {   /* a part's buffers go with the first matrix of its upload */
         if (m->w) b->i->unload(b, m->w);
         if (m->scales) b->i->unload(b, m->scales);

@@ -82,6 +82,10 @@ typedef struct sd_backend_i {
     specdec_status (*upload)(sd_backend *b, const void *host, size_t bytes, const char *what,
                              const void **out, specdec_err *err);
     void (*unload)(sd_backend *b, const void *p);
+    /* Optional: after a matrix's upload, make the backend's own form of it (m->pk; the CPU's packed
+     * int8 tiles), and release that form. sd_be_upload_mat / sd_be_unload_mat call them. */
+    specdec_status (*prepare_mat)(sd_backend *b, sd_mat *m, const char *what, specdec_err *err);
+    void (*unprepare_mat)(sd_backend *b, sd_mat *m);
     specdec_status (*write)(sd_backend *b, void *dst, const void *host_src, size_t n, specdec_err *err);
     specdec_status (*read)(sd_backend *b, void *host_dst, const void *src, size_t n, specdec_err *err);
     specdec_status (*copy)(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err);

@@ -132,6 +132,15 @@ static specdec_status sim_upload(sd_backend *b, const void *host, size_t bytes, 
     return SPECDEC_OK;
 }
 static void sim_unload(sd_backend *b, const void *p) { sim_release(b, (void *)p); }
+/* The wrapped CPU backend's own form of a matrix (its packed int8 tiles), made from the copy. */
+static specdec_status sim_prepare_mat(sd_backend *b, sd_mat *m, const char *what, specdec_err *err) {
+    sd_backend *u = C(b);
+    return u->i->prepare_mat ? u->i->prepare_mat(u, m, what, err) : SPECDEC_OK;
+}
+static void sim_unprepare_mat(sd_backend *b, sd_mat *m) {
+    sd_backend *u = C(b);
+    if (u->i->unprepare_mat) u->i->unprepare_mat(u, m);
+}
 static specdec_status sim_write(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err) {
     if (S(b)->cur) return refuse_in_rec(b, "write", err);
     b->stats.write_calls++; b->stats.write_bytes += n;
@@ -247,6 +256,7 @@ static double sim_elapsed(sd_backend *b, int i, int j) {
 
 static const sd_backend_i sim_i = {
     SD_BACKEND_MEMORY(sim), SD_BACKEND_RECORDING(sim), SD_BACKEND_OPS(sim), .lm_argmax = NULL,
+    .prepare_mat = sim_prepare_mat, .unprepare_mat = sim_unprepare_mat,
 };
 
 specdec_status sd_backend_sim_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {

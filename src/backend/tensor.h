@@ -23,6 +23,8 @@ typedef struct sd_mat {
     const void *scales;
     const void *biases;
     bool part;             /* its buffers lie inside another matrix's upload (sd_be_upload_mats) */
+    const void *pk;        /* a backend's own form of it, made at upload (the CPU's packed int8
+                            * tiles, cpu/ops_i8.h), or NULL; released by sd_be_unload_mat */
 } sd_mat;
 
 /* Bytes the matrix occupies (what a full pass must read). */

@@ -68,6 +68,26 @@ static specdec_status cpu_upload(sd_backend *b, const void *host, size_t bytes, 
     return SPECDEC_OK;
 }
 static void cpu_unload(sd_backend *b, const void *p) {}
+/* The int8 path's packed tiles (ops_i8.h), made once per matrix it takes; the reference ops read
+ * the matrix's own layout and need none. */
+static specdec_status cpu_prepare_mat(sd_backend *b, sd_mat *m, const char *what, specdec_err *err) {
+    cpu_be *c = CB(b);
+    if (!c->i8 || c->ops == sd_ops_ref() || !sd_i8_supported(m)) return SPECDEC_OK;
+    sd_i8_packed *p = malloc(sizeof *p);
+    if (!p || sd_i8_pack(m, p) != 0) {
+        free(p);
+        return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory packing it for the int8 path (%llu MiB)", what,
+                       (unsigned long long)(sd_mat_bytes(m) >> 20));
+    }
+    m->pk = p;
+    return SPECDEC_OK;
+}
+static void cpu_unprepare_mat(sd_backend *b, sd_mat *m) {
+    sd_i8_packed *p = (sd_i8_packed *)m->pk;
+    sd_i8_pack_free(p);
+    free(p);
+    m->pk = NULL;
+}
 static specdec_status cpu_write(sd_backend *b, void *dst, const void *src, size_t n, specdec_err *err) {
     if (dst != src) memcpy(dst, src, n);
     b->stats.write_calls++; b->stats.write_bytes += n;
@@ -225,6 +245,7 @@ static specdec_status cpu_copy_row(sd_backend *b, float *dst, const float *src, 
 
 static const sd_backend_i cpu_i = {   /* no recordings, no device timers: host clocks tell the truth */
     SD_BACKEND_MEMORY(cpu), SD_BACKEND_OPS(cpu), .lm_argmax = NULL,
+    .prepare_mat = cpu_prepare_mat, .unprepare_mat = cpu_unprepare_mat,
 };
 
 specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {

@@ -1,10 +1,12 @@
 /* ops_i8.c: the integer-activation matmul (recipe and layout in ops_i8.h): the block
- * quantizer, the token preparation, the canonical recipe in plain C (the portable level's
- * kernel), the scalar reference straight from the definition, and the dispatcher that prepares
- * the tokens once per call and splits the output rows over the pool. */
+ * quantizer, the token preparation, the packing of a matrix into tiles, the canonical recipe in
+ * plain C over the tiles (the portable level's kernel), the scalar reference straight from the
+ * definition over the matrix's own layout, and the dispatcher that prepares the tokens once per
+ * call and splits the tiles over the pool. */
 #include "cpu/ops_i8.h"
 #include "util/dtype.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 int sd_i8_avx2_novnni = 0;
@@ -12,8 +14,10 @@ int sd_i8_avx2_novnni = 0;
 int sd_i8_supported(const sd_mat *W) {
     if (W->bits != 4 && W->bits != 8) return 0;
     if (W->group < 64 || W->group % 64 != 0) return 0;
+    /* cols a multiple of 128 (4-bit) / 64 (8-bit): sd_i8_applies's rule, shared with the CUDA
+     * backend; the packed recipe itself needs only whole groups */
     const int step = W->bits == 4 ? 128 : 64;
-    return W->cols > 0 && W->cols % step == 0 && W->cols <= SD_I8_MAXCOLS;
+    return W->cols > 0 && W->cols % step == 0 && W->cols % W->group == 0 && W->cols <= SD_I8_MAXCOLS;
 }
 
 float sd_i8_quant_block(const float *x, int n, int8_t *q) {
@@ -37,22 +41,6 @@ float sd_i8_quant_block(const float *x, int n, int8_t *q) {
     }
     return amax / 127.0f;
 }
-
-/* Natural-order quantization of a row: q[cols], d[cols / 32]. */
-static void quant_row(const float *x, int cols, int8_t *q, float *d) {
-    for (int b = 0; b * SD_I8_BLOCK < cols; b++) {
-        int n = cols - b * SD_I8_BLOCK < SD_I8_BLOCK ? cols - b * SD_I8_BLOCK : SD_I8_BLOCK;
-        d[b] = sd_i8_quant_block(x + b * SD_I8_BLOCK, n, q + b * SD_I8_BLOCK);
-    }
-}
-
-/* Column of the chunk (relative) held by lane l, element k of the lane (k < 8 for 4-bit, < 4 for
- * 8-bit), and the chunk of the step the lane belongs to. */
-static inline int lane_chunk(int bits, int p, int l) { return bits == 4 ? 2 * p + (l >= 8) : p; }
-static inline int lane_col(int bits, int p, int l, int k) {
-    return bits == 4 ? lane_chunk(4, p, l) * 64 + 8 * (l & 7) + k : p * 64 + 4 * l + k;
-}
-static inline int lane_width(int bits) { return bits == 4 ? 8 : 4; }
 
 /* sd_i8_quant_block's results with loops a compiler vectorizes (the preparation runs once per
  * token and matrix: 56 times a decode step on the embedded model, at 3.3 ns a column with the
@@ -86,109 +74,143 @@ float sd_i8_quant_block_fast(const float *x, int n, int8_t *q) {
     return amax / 127.0f;
 }
 
-void sd_i8_prep(const float *x, int cols, int bits, int8_t *xq, float *dv, float *xv) {
-    int8_t q[SD_I8_MAXCOLS];
-    float d[SD_I8_MAXCOLS / SD_I8_BLOCK];
-    for (int b = 0; b < cols / SD_I8_BLOCK; b++)   /* cols % 64 == 0 (sd_i8_supported) */
-        d[b] = sd_i8_quant_block_fast(x + b * SD_I8_BLOCK, SD_I8_BLOCK, q + b * SD_I8_BLOCK);
-    if (bits == 4) {
-        for (int c = 0; c < cols / 64; c++) {
-            int8_t *o = xq + (size_t)(c / 2) * 128 + (c & 1) * 32;
-            const int8_t *s = q + 64 * c;
-            for (int m = 0; m < 32; m++) {
-                o[m] = s[2 * m];
-                o[64 + m] = s[2 * m + 1];
-            }
+void sd_i8_prep(const float *x, int cols, int group, int8_t *xq, float *d, float *xg) {
+    const int nkb = cols / SD_I8_BLOCK, bpg = group / SD_I8_BLOCK;
+    for (int b = 0; b < nkb; b++) d[b] = sd_i8_quant_block_fast(x + b * SD_I8_BLOCK, SD_I8_BLOCK, xq + b * SD_I8_BLOCK);
+    for (int g = 0; g < cols / group; g++) {
+        float s = 0.0f;
+        for (int b = g * bpg; b < (g + 1) * bpg; b++) {
+            int X = 0;
+            for (int i = 0; i < SD_I8_BLOCK; i++) X += xq[b * SD_I8_BLOCK + i];
+            const float dx = d[b] * (float)X;   /* rounded, then added: no contraction in ISO C */
+            s = s + dx;
         }
-    } else {
-        memcpy(xq, q, (size_t)cols);
-    }
-    /* lane j (= step * 16 + l) holds w consecutive columns from j * w in natural order (lane_col:
-     * 4-bit chunk 2p is columns 128p .. 128p + 63, chunk 2p + 1 the next 64), all in one block */
-    const int w = lane_width(bits), lanes = cols / w;
-    for (int j = 0; j < lanes; j++) {
-        int X = 0;
-        for (int k = 0; k < w; k++) X += q[j * w + k];
-        const float D = d[j * w / SD_I8_BLOCK];
-        dv[j] = D;
-        xv[j] = D * (float)X;
+        xg[g] = s;
     }
 }
 
+/* ---------------------------------------------------------------- packing */
 static inline uint32_t wq_at(const sd_mat *W, int r, int j) {
     const int per = 32 / W->bits;
     const uint32_t *wr = (const uint32_t *)W->w + (size_t)r * (W->cols / per);
     return (wr[j / per] >> (W->bits * (j % per))) & ((1u << W->bits) - 1u);
 }
 
-/* The recipe for one (row, token) over per-lane integers I (computed by the caller's means). */
-static float recipe_row(const sd_mat *W, int r, int steps, const int32_t *I, const float *dv, const float *xv,
-                        const int32_t *g16) {
-    const size_t gr = (size_t)r * (W->cols / W->group);
-    float acc[16] = {0};
-    for (int p = 0; p < steps; p++)
-        for (int l = 0; l < 16; l++) {
-            size_t g = gr + (size_t)g16[p * 16 + l];
-            float S = sd_ref_elem_f32(W->dtype, W->scales, g), B = sd_ref_elem_f32(W->dtype, W->biases, g);
-            acc[l] = fmaf(S, (float)I[p * 16 + l] * dv[p * 16 + l], acc[l]);
-            acc[l] = fmaf(B, xv[p * 16 + l], acc[l]);
+static size_t elem_size(specdec_dtype dt) { return dt == SPECDEC_DTYPE_F32 ? 4 : 2; }
+
+int sd_i8_pack(const sd_mat *W, sd_i8_packed *o) {
+    memset(o, 0, sizeof *o);
+    o->rows = W->rows; o->cols = W->cols; o->bits = W->bits; o->group = W->group; o->dtype = W->dtype;
+    o->tiles = (W->rows + SD_I8_TILE - 1) / SD_I8_TILE;
+    o->nkb = W->cols / SD_I8_BLOCK;
+    o->ng = W->cols / W->group;
+    const size_t es = elem_size(W->dtype), sbytes = (size_t)o->ng * SD_I8_TILE * es;
+    o->s_off = (size_t)o->nkb * SD_I8_QUADS(W->bits) * 64;
+    o->b_off = o->s_off + sbytes;
+    o->tile_bytes = (o->b_off + sbytes + 63) / 64 * 64;
+    const size_t total = (size_t)o->tiles * o->tile_bytes;
+    o->buf = aligned_alloc(64, total ? total : 64);
+    if (!o->buf) return -1;
+    memset(o->buf, 0, total);
+    const int nq = SD_I8_QUADS(W->bits);
+    for (int r = 0; r < W->rows; r++) {
+        unsigned char *t = o->buf + (size_t)(r / SD_I8_TILE) * o->tile_bytes;
+        const int rl = r % SD_I8_TILE;
+        for (int b = 0; b < o->nkb; b++)
+            for (int u = 0; u < nq; u++) {
+                unsigned char *dst = t + ((size_t)b * nq + u) * 64 + 4 * rl;
+                for (int i = 0; i < 4; i++) {
+                    const int c = b * SD_I8_BLOCK;
+                    dst[i] = W->bits == 4 ? (unsigned char)(wq_at(W, r, c + 8 * u + i) | wq_at(W, r, c + 8 * u + 4 + i) << 4)
+                                          : (unsigned char)wq_at(W, r, c + 4 * u + i);
+                }
+            }
+        for (int g = 0; g < o->ng; g++) {
+            const size_t e = (size_t)r * o->ng + g;
+            memcpy(t + o->s_off + ((size_t)g * SD_I8_TILE + rl) * es, (const char *)W->scales + e * es, es);
+            memcpy(t + o->b_off + ((size_t)g * SD_I8_TILE + rl) * es, (const char *)W->biases + e * es, es);
         }
-    return sd_i8_tree(acc);
+    }
+    return 0;
+}
+
+void sd_i8_pack_free(sd_i8_packed *p) {
+    if (!p) return;
+    free(p->buf);
+    p->buf = NULL;
+}
+
+/* ---------------------------------------------------------------- the recipe in plain C */
+/* I_b of one row (lane rl of a tile) against one token's codes, from the packed quads. */
+static int32_t packed_block_dot(const sd_i8_packed *P, const unsigned char *tile, int rl, int b, const int8_t *xq) {
+    const int nq = SD_I8_QUADS(P->bits);
+    int32_t s = 0;
+    for (int u = 0; u < nq; u++) {
+        const unsigned char *w = tile + ((size_t)b * nq + u) * 64 + 4 * rl;
+        for (int i = 0; i < 4; i++) {
+            if (P->bits == 4) {
+                s += (int32_t)(w[i] & 15) * xq[b * SD_I8_BLOCK + 8 * u + i];
+                s += (int32_t)(w[i] >> 4) * xq[b * SD_I8_BLOCK + 8 * u + 4 + i];
+            } else {
+                s += (int32_t)w[i] * xq[b * SD_I8_BLOCK + 4 * u + i];
+            }
+        }
+    }
+    return s;
 }
 
 void sd_i8_rows_c(const sd_i8_args *a, int r0, int r1) {
-    const sd_mat *W = a->W;
-    int32_t I[SD_I8_MAXCOLS / 4];
-    for (int r = r0; r < r1; r++)
+    const sd_i8_packed *P = a->P;
+    const int bpg = P->group / SD_I8_BLOCK;
+    const size_t es = elem_size(P->dtype);
+    for (int r = r0; r < r1; r++) {
+        const unsigned char *tile = sd_i8_tile(P, r / SD_I8_TILE);
+        const int rl = r % SD_I8_TILE;
         for (int t = 0; t < a->T; t++) {
             const int8_t *xq = a->xq + (size_t)t * a->ldq;
-            for (int p = 0; p < a->steps; p++)
-                for (int l = 0; l < 16; l++) {
-                    int s = 0;
-                    for (int k = 0; k < lane_width(W->bits); k++) {
-                        int j = lane_col(W->bits, p, l, k);
-                        /* where the preparation put column j */
-                        int pos = W->bits == 4 ? (j / 128) * 128 + (j & 1) * 64 + ((j / 64) & 1) * 32 + (j % 64) / 2 : j;
-                        s += (int)wq_at(W, r, j) * xq[pos];
-                    }
-                    I[p * 16 + l] = s;
-                }
-            a->y[(size_t)t * a->ldy + r] = recipe_row(W, r, a->steps, I, a->dv + (size_t)t * a->ldv,
-                                                      a->xv + (size_t)t * a->ldv, a->g16);
-        }
-}
-
-static void make_g16(const sd_mat *W, int steps, int32_t *g16) {
-    for (int p = 0; p < steps; p++)
-        for (int l = 0; l < 16; l++) g16[p * 16 + l] = lane_col(W->bits, p, l, 0) / W->group;
-}
-
-void sd_i8_matmul_ref(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T) {
-    const int cols = W->cols, steps = cols / (W->bits == 4 ? 128 : 64);
-    int8_t q[SD_I8_MAXCOLS];
-    float d[SD_I8_MAXCOLS / SD_I8_BLOCK], dv[SD_I8_MAXCOLS / 4], xv[SD_I8_MAXCOLS / 4];
-    int32_t I[SD_I8_MAXCOLS / 4], g16[SD_I8_MAXCOLS / 4];
-    make_g16(W, steps, g16);
-    for (int t = 0; t < T; t++) {
-        quant_row(x + (size_t)t * ldx, cols, q, d);
-        for (int p = 0; p < steps; p++)
-            for (int l = 0; l < 16; l++) {
-                int X = 0, c0 = lane_col(W->bits, p, l, 0);
-                for (int k = 0; k < lane_width(W->bits); k++) X += q[c0 + k];
-                dv[p * 16 + l] = d[c0 / SD_I8_BLOCK];
-                xv[p * 16 + l] = dv[p * 16 + l] * (float)X;
+            const float *d = a->d + (size_t)t * a->ldd, *xg = a->xg + (size_t)t * a->ldg;
+            float accS = 0.0f, accB = 0.0f;
+            for (int b = 0; b < P->nkb; b++) {
+                const float S = sd_ref_elem_f32(P->dtype, tile + P->s_off + (size_t)(b / bpg) * SD_I8_TILE * es, (size_t)rl);
+                accS = fmaf(S, (float)packed_block_dot(P, tile, rl, b, xq) * d[b], accS);
             }
+            for (int g = 0; g < P->ng; g++) {
+                const float B = sd_ref_elem_f32(P->dtype, tile + P->b_off + (size_t)g * SD_I8_TILE * es, (size_t)rl);
+                accB = fmaf(B, xg[g], accB);
+            }
+            a->y[(size_t)t * a->ldy + r] = accS + accB;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- the scalar reference */
+void sd_i8_matmul_ref(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T) {
+    const int cols = W->cols, nkb = cols / SD_I8_BLOCK, ng = cols / W->group, bpg = W->group / SD_I8_BLOCK;
+    int8_t q[SD_I8_MAXCOLS];
+    float d[SD_I8_MAXCOLS / SD_I8_BLOCK], xg[SD_I8_MAXCOLS / 64];
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * ldx;
+        for (int b = 0; b < nkb; b++) d[b] = sd_i8_quant_block(xt + b * SD_I8_BLOCK, SD_I8_BLOCK, q + b * SD_I8_BLOCK);
+        for (int g = 0; g < ng; g++) {
+            float s = 0.0f;
+            for (int b = g * bpg; b < (g + 1) * bpg; b++) {
+                int X = 0;
+                for (int i = 0; i < SD_I8_BLOCK; i++) X += q[b * SD_I8_BLOCK + i];
+                const float dx = d[b] * (float)X;
+                s = s + dx;
+            }
+            xg[g] = s;
+        }
         for (int r = 0; r < W->rows; r++) {
-            for (int p = 0; p < steps; p++)
-                for (int l = 0; l < 16; l++) {
-                    int s = 0;
-                    for (int k = 0; k < lane_width(W->bits); k++) {
-                        int j = lane_col(W->bits, p, l, k);
-                        s += (int)wq_at(W, r, j) * q[j];
-                    }
-                    I[p * 16 + l] = s;
-                }
-            y[(size_t)t * ldy + r] = recipe_row(W, r, steps, I, dv, xv, g16);
+            const size_t gr = (size_t)r * ng;
+            float accS = 0.0f, accB = 0.0f;
+            for (int b = 0; b < nkb; b++) {
+                int32_t I = 0;
+                for (int i = 0; i < SD_I8_BLOCK; i++) I += (int32_t)wq_at(W, r, b * SD_I8_BLOCK + i) * q[b * SD_I8_BLOCK + i];
+                accS = fmaf(sd_ref_elem_f32(W->dtype, W->scales, gr + (size_t)(b / bpg)), (float)I * d[b], accS);
+            }
+            for (int g = 0; g < ng; g++) accB = fmaf(sd_ref_elem_f32(W->dtype, W->biases, gr + (size_t)g), xg[g], accB);
+            y[(size_t)t * ldy + r] = accS + accB;
         }
     }
 }
@@ -201,38 +223,45 @@ typedef struct i8_job {
 
 static void i8_task(void *arg, int ith, int nth) {
     i8_job *j = (i8_job *)arg;
-    int r0, r1;   /* ranges on multiples of 16 rows; each row is computed whole by one thread */
-    sd_pool_rows(j->a.W->rows, ith, nth, 16, &r0, &r1);
+    int r0, r1;   /* ranges on whole tiles; each row is computed whole by one thread */
+    sd_pool_rows(j->a.P->rows, ith, nth, SD_I8_TILE, &r0, &r1);
     if (r1 > r0) j->rows(&j->a, r0, r1);
 }
 
 /* Below this many multiply-adds a call runs on the caller alone (as the f32 path). */
 #define I8_INLINE_MACS 65536.0
 
-void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T,
-                  sd_pool *p) {
+void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, float *y, int ldy,
+                  int T, sd_pool *p) {
     if (T <= 0 || W->rows <= 0) return;
-    const int cols = W->cols, steps = cols / (W->bits == 4 ? 128 : 64), ldv = steps * 16;
-    /* one scratch: per token ldv floats of dv and of xv, then cols bytes of xq (cols % 64 == 0,
-     * so every token's xq starts 64-byte aligned), then the lane -> group table */
-    size_t fl = (size_t)T * 2 * ldv + (size_t)T * cols / 4 + (size_t)ldv;
+    sd_i8_packed own;
+    const sd_i8_packed *P = (const sd_i8_packed *)W->pk;
+    if (!P) {   /* not packed at upload (tests, tools): pack for this call */
+        if (sd_i8_pack(W, &own) != 0) {
+            sd_i8_matmul_ref(W, x, ldx, y, ldy, T);   /* out of memory: the reference needs only its stack */
+            return;
+        }
+        P = &own;
+    }
+    const int cols = W->cols, nkb = cols / SD_I8_BLOCK, ng = cols / W->group;
+    /* one scratch: per token nkb floats of d and ng of xg, then cols bytes of codes (every token's
+     * codes start 64-byte aligned when cols % 64 == 0) */
+    const size_t fl = (size_t)T * (nkb + ng) + (size_t)T * cols / 4;
     float *buf = sd_ops_scratch(fl);
-    if (!buf) { /* out of memory: the reference needs only its stack */
+    if (!buf) {
+        if (P == &own) sd_i8_pack_free(&own);
         sd_i8_matmul_ref(W, x, ldx, y, ldy, T);
         return;
     }
-    float *dv = buf, *xv = buf + (size_t)T * ldv;
-    int8_t *xq = (int8_t *)(buf + (size_t)T * 2 * ldv);
-    int32_t *g16 = (int32_t *)(buf + (size_t)T * 2 * ldv + (size_t)T * cols / 4);
-    make_g16(W, steps, g16);
+    float *d = buf, *xg = buf + (size_t)T * nkb;
+    int8_t *xq = (int8_t *)(buf + (size_t)T * (nkb + ng));
     if (!prep) prep = sd_i8_prep;
     for (int t = 0; t < T; t++)
-        prep(x + (size_t)t * ldx, cols, W->bits, xq + (size_t)t * cols, dv + (size_t)t * ldv,
-                   xv + (size_t)t * ldv);
+        prep(x + (size_t)t * ldx, cols, W->group, xq + (size_t)t * cols, d + (size_t)t * nkb, xg + (size_t)t * ng);
     i8_job j = {.rows = rows ? rows : sd_i8_rows_c,
-                .a = {.W = W, .xq = xq, .ldq = cols, .dv = dv, .xv = xv, .ldv = ldv, .g16 = g16,
-                      .y = y, .ldy = ldy, .T = T, .steps = steps}};
+                .a = {.P = P, .xq = xq, .ldq = cols, .d = d, .ldd = nkb, .xg = xg, .ldg = ng, .y = y, .ldy = ldy, .T = T}};
     double macs = (double)W->rows * cols * T;
     if (!p || sd_pool_size(p) == 1 || macs < I8_INLINE_MACS) i8_task(&j, 0, 1);
     else sd_pool_run(p, i8_task, &j);
+    if (P == &own) sd_i8_pack_free(&own);
 }

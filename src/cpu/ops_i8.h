@@ -1,31 +1,42 @@
 /* ops_i8.h: the integer-activation matmul (precision int8) over affine 4- and 8-bit weights.
  * Not a public interface: what the dispatcher (ops_i8.c) and the per-ISA kernels share.
  *
- * The activation row x is quantized once per call in blocks of 32 (sd_i8_quant_block):
- * d = max|x| / 127, xq = round(x * 127 / max|x|) in [-127, 127], so x_i ~ d * xq_i. A weight is
- * w = s_g * q + b_g (q unsigned, s and b per group of g >= 64 columns, g % 64 == 0), so
- *   y = sum_i w_i x_i ~ sum over lanes of  d_lane * (s_g * I_lane + b_g * X_lane)
- * with I_lane = sum q_i * xq_i and X_lane = sum xq_i over the few columns a lane holds: integer
- * sums, exact whatever the order, then a fixed float recipe.
+ * The activation row x is quantized once per call in blocks of 32 columns (sd_i8_quant_block):
+ * D = max|x| / 127, xq = round(x * 127 / max|x|) in [-127, 127], so x_i ~ D * xq_i. A weight is
+ * w = S_g * q + B_g (q unsigned, S and B per group of g >= 64 columns, g % 64 == 0), so
+ *   y = sum_i w_i x_i ~ sum over blocks b  S_g(b) * D_b * I_b  +  sum over groups g  B_g * XG_g
+ * with I_b = sum over the block of q_i * xq_i (an exact integer whatever the order) and
+ * XG_g = sum over the group's blocks of D_b * X_b, X_b the sum of the block's codes (a per-token
+ * value: the bias term is one multiply-add per group and row, not per column).
  *
- * The canonical recipe (every level gives exactly these bits, the scalar reference included):
- * a row is walked in "steps" of 16 lanes.
- *   4-bit: a step is two chunks of 64 columns (2p, 2p+1); lane l < 8 holds columns 8l..8l+7 of
- *          chunk 2p, lane 8 + l the same of chunk 2p+1.            steps = cols / 128
- *   8-bit: a step is one chunk of 64 columns; lane l holds columns 4l..4l+3.   steps = cols / 64
- * Per step, with S, B the lane's group scale and bias (as f32), D the lane's block scale d and
- * DX = D * (float)X_lane (both per token, from the preparation):
- *   acc[l] = fma(S, (float)I * D, acc[l]);  acc[l] = fma(B, DX, acc[l]);
- * and at the end y = t(acc): u_l = acc[l] + acc[l+8] (l < 8), then
- *   ((u0 + u4) + (u2 + u6)) + ((u1 + u5) + (u3 + u7))
- * (hsum16's tree). The order depends only on cols, never on T, the tile or the thread split.
+ * The canonical recipe (every level gives exactly these bits, the scalar reference included). Per
+ * token, in the preparation: XG_g = 0; for each block b of group g in order: XG_g = XG_g + D_b * X_b
+ * (the product rounded, then the sum). Per row and token, two float chains in column order:
+ *   accS = 0; for each block b:  accS = fma(S_g(b), (float)I_b * D_b, accS)
+ *   accB = 0; for each group g:  accB = fma(B_g, XG_g, accB)
+ *   y = accS + accB
+ * The order depends only on cols and group, never on T, the tile or the thread split, and a row
+ * is one lane of the kernels' vectors, so no horizontal sum is needed: batch-invariant by
+ * construction.
  *
- * The prepared token (sd_i8_prep), per step: 128 (4-bit) or 64 (8-bit) int8 activations laid out
- * so the kernels need no shuffles: 4-bit, for the two chunks c = 2p, 2p+1:
- *   xq[p*128 +      (c&1)*32 + m] = xq of column 64c + 2m      (pairs with low nibbles,  m < 32)
- *   xq[p*128 + 64 + (c&1)*32 + m] = xq of column 64c + 2m + 1  (pairs with high nibbles)
- * since byte m of a chunk's 32 packed bytes holds columns 2m (low nibble) and 2m + 1 (high);
- * 8-bit: columns in order. Then dv[step*16 + l] = D and xv[step*16 + l] = DX per lane. */
+ * Why this recipe (measured, docs/benchmarks/cpu-int8-packed-*.md): the float work is 3
+ * operations per 32 columns, row and token (convert, times D, one FMA), against 4 per 8 columns
+ * (lane sums of 8 columns, each scaled and biased) before, which made the verify of a speculative
+ * round compute-bound from T = 2.
+ *
+ * The packed weights (sd_i8_pack, made once when the matrix is uploaded to the CPU backend): the
+ * rows in tiles of 16 (the last tile padded with zero rows), each tile one contiguous run of
+ *   codes:  per block of 32 columns, SD_I8_QUADS(bits) quads of 64 bytes; quad u holds row r's
+ *           4 bytes at bytes 4r .. 4r + 3 (a 32-bit lane per row):
+ *             4-bit: byte i (i < 4) = column 8u + i in its low nibble, column 8u + 4 + i in its
+ *                    high nibble (4 quads: the low nibbles pair with xq[8u .. 8u + 3], the high
+ *                    ones with xq[8u + 4 .. 8u + 7]);
+ *             8-bit: byte i = column 4u + i (8 quads, pairing with xq[4u .. 4u + 3]);
+ *   scales: per group, the 16 rows' S in the matrix's own dtype (f32, f16 or bf16; exact as f32);
+ *   biases: the same for B;
+ * padded to 64 bytes. A kernel walks a tile front to back once per token tile, reading each quad
+ * as one vector whose lanes are rows against 4 activation bytes broadcast to every lane
+ * (vpdpbusd, sdot by lane). */
 #ifndef SD_OPS_I8_H
 #define SD_OPS_I8_H
 #include <stddef.h>
@@ -34,41 +45,62 @@
 #include "cpu/pool.h"
 
 #define SD_I8_BLOCK 32
-#define SD_I8_MAXCOLS 32768   /* the kernels keep a row's group indices on the stack */
+#define SD_I8_MAXCOLS 32768   /* the preparation keeps a row on the stack */
+#define SD_I8_TILE 16         /* rows per packed tile */
+#define SD_I8_QUADS(bits) ((bits) == 4 ? 4 : 8)   /* 64-byte quads per block of 32 columns */
+
+/* A matrix's codes, scales and biases in the packed tile layout above. */
+typedef struct sd_i8_packed {
+    int rows, cols, bits, group;
+    specdec_dtype dtype;          /* of the scales and biases */
+    int tiles, nkb, ng;           /* tiles of 16 rows, blocks of 32 columns, groups per row */
+    size_t tile_bytes;            /* one tile, a multiple of 64 */
+    size_t s_off, b_off;          /* the scales' and biases' offsets inside a tile */
+    unsigned char *buf;           /* tiles * tile_bytes, 64-byte aligned */
+} sd_i8_packed;
 
 /* One int8 matmul call as the kernels see it. */
 typedef struct sd_i8_args {
-    const sd_mat *W;
-    const int8_t *xq; int ldq;   /* (T, ldq) prepared activations (ldq = cols) */
-    const float *dv, *xv; int ldv; /* (T, ldv) per-lane D and D * X (ldv = steps * 16) */
-    const int32_t *g16;          /* (steps, 16): the group of each lane (absolute) */
+    const sd_i8_packed *P;
+    const int8_t *xq; int ldq;    /* (T, ldq) codes in column order (ldq = cols) */
+    const float *d; int ldd;      /* (T, ldd) block scales D_b (ldd = nkb) */
+    const float *xg; int ldg;     /* (T, ldg) group sums XG_g (ldg = ng) */
     float *y; int ldy;
-    int T, steps;
+    int T;
 } sd_i8_args;
 
-/* Whether the int8 path takes this matrix (affine 4/8-bit, group % 64 == 0, cols a whole number
- * of steps, at most SD_I8_MAXCOLS); other matrices keep the f32 path. */
+/* Whether the int8 path takes this matrix (affine 4/8-bit, group % 64 == 0, cols a multiple of
+ * the group, at most SD_I8_MAXCOLS); other matrices keep the f32 path. The rule is
+ * sd_i8_applies's (backend.h), the same on every backend. */
 int sd_i8_supported(const sd_mat *W);
 /* Quantize one block of n <= 32 values: q[i] in [-127, 127], returns d (0 for an all-zero or
  * non-finite block, whose q are then 0). */
 float sd_i8_quant_block(const float *x, int n, int8_t *q);
 /* The same results (q and d, bit for bit) by a vectorizable route; what sd_i8_prep uses. */
 float sd_i8_quant_block_fast(const float *x, int n, int8_t *q);
-/* The prepared activations of one token (layout above). */
-void sd_i8_prep(const float *x, int cols, int bits, int8_t *xq, float *dv, float *xv);
+/* The prepared activations of one token: xq[cols], d[cols / 32], xg[cols / group]. */
+void sd_i8_prep(const float *x, int cols, int group, int8_t *xq, float *d, float *xg);
 /* The same preparation, bit for bit, with 256-bit vectors (NULL where this build or CPU has no AVX2). */
-typedef void (*sd_i8_prep_fn)(const float *x, int cols, int bits, int8_t *xq, float *dv, float *xv);
+typedef void (*sd_i8_prep_fn)(const float *x, int cols, int group, int8_t *xq, float *d, float *xg);
 sd_i8_prep_fn sd_i8_prep_avx2(void);
-/* The canonical recipe in plain C over prepared activations (the portable level's kernel). */
+
+/* Pack W (sd_i8_supported) into out (buf malloc'd, 64-byte aligned). Returns 0, or -1 when out of
+ * memory (out->buf NULL). */
+int sd_i8_pack(const sd_mat *W, sd_i8_packed *out);
+void sd_i8_pack_free(sd_i8_packed *p);
+
+/* The recipe in plain C over packed weights (the portable level's kernel): rows [r0, r1), r0 a
+ * multiple of 16. */
 void sd_i8_rows_c(const sd_i8_args *a, int r0, int r1);
-/* Scalar reference straight from the definition (x as floats; quantizes each block itself). */
+/* Scalar reference straight from the definition over the matrix's own layout (x as floats;
+ * quantizes each block itself). */
 void sd_i8_matmul_ref(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T);
 /* The fast int8 matmul with a level's kernel (rows NULL: sd_i8_rows_c) and preparation (prep NULL:
- * sd_i8_prep), split over the pool by output rows. Matrices sd_i8_supported refuses go to f32_mm
- * instead. */
+ * sd_i8_prep), split over the pool by tiles of rows. P: W packed (NULL: packed here for this call
+ * alone, slow; the CPU backend packs each matrix once at upload). */
 typedef void (*sd_i8_rows_fn)(const sd_i8_args *a, int r0, int r1);
-void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T,
-                  sd_pool *p);
+void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, float *y, int ldy,
+                  int T, sd_pool *p);
 
 /* Per-level kernels; NULL when this build or CPU has none (the level then uses sd_i8_rows_c). */
 sd_i8_rows_fn sd_i8_rows_avx512(void);   /* AVX-512 VNNI */
@@ -82,11 +114,7 @@ void sd_i8_avx2_prefer_vnni(int on);
 /* Tests and benchmarks: 1 makes sd_i8_rows_avx2 hand out the maddubs form even with AVX-VNNI. */
 extern int sd_i8_avx2_novnni;
 
-/* The final tree of the recipe. */
-static inline float sd_i8_tree(const float *acc) {
-    float u[8];
-    for (int l = 0; l < 8; l++) u[l] = acc[l] + acc[l + 8];
-    return ((u[0] + u[4]) + (u[2] + u[6])) + ((u[1] + u[5]) + (u[3] + u[7]));
-}
+/* Where tile t of P starts. */
+static inline const unsigned char *sd_i8_tile(const sd_i8_packed *P, int t) { return P->buf + (size_t)t * P->tile_bytes; }
 
 #endif
