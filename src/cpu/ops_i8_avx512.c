@@ -16,7 +16,6 @@
 #include "cpu/ops_i8.h"
 #include <immintrin.h>
 #include <string.h>
-#include <stdlib.h>
 #include "cpu/ops_simd.h"
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -110,9 +109,7 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, int pf, c
 
 SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, const specdec_dtype dt) {
     const sd_i8_packed *P = a->P;
-    static int pft = -1;
-    if (pft < 0) { const char *e = getenv("SD_PF_TILES"); pft = e ? atoi(e) : PF_TILES; }
-    const int pf = (size_t)P->tiles * P->tile_bytes >= PF_MIN_BYTES ? pft : 0;
+    const int pf = (size_t)P->tiles * P->tile_bytes >= PF_MIN_BYTES ? PF_TILES : 0;
     for (int r = r0; r < r1; r += SD_I8_TILE) {
         const int tile = r / SD_I8_TILE, nr = r1 - r < SD_I8_TILE ? r1 - r : SD_I8_TILE;
         int t = 0;
