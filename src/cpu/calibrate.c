@@ -30,9 +30,10 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 /* The kernels' generation, part of the cache key: a change that moves the levels' relative speed
  * (the AVX-512 int8 rows of 2026-12-02 ran 2 to 3x faster than the ones cached before them; kernels-3:
- * the AVX2 int8 rows about 1.5x faster, a CPUID per call gone) must
+ * the AVX2 int8 rows about 1.5x faster, a CPUID per call gone; kernels-4: the packed-tile int8
+ * recipe, 1.4 to 2.8x faster at every level) must
  * not be judged by a measurement of the old kernels under an unchanged version number. */
-#define SD_CALIB_KERNELS "kernels-3"
+#define SD_CALIB_KERNELS "kernels-4"
 
 static const char *const k_levels[] = {"avx512", "avx2", "neon"};
 enum { NLEV = 3, CAL_ROUNDS = 5, CAL_ROWS = 2048, CAL_COLS = 384 };
