@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
     static const struct { const char *name; int rows, cols, bits, tmax; } shapes[] = {
         {"rows2k", 2048, 384, 4, 64}, {"q", 768, 384, 4, 64},      {"k/v", 256, 384, 4, 64},
         {"o", 384, 768, 4, 64},       {"gate/up", 640, 384, 4, 64}, {"down", 384, 640, 4, 64},
-        {"q8 rows2k", 2048, 384, 8, 64}, {"lm_head", 151936, 384, 4, 4},
+        {"q8 rows2k", 2048, 384, 8, 64}, {"lm_head", 151936, 384, 4, 16},
         /* the Qwen3 1.7B shape's layer matrices (from DRAM in a 1.1 GB model) */
         {"1.7b q/o", 2048, 2048, 4, 4},  {"1.7b k/v", 1024, 2048, 4, 4},
         {"1.7b gate/up", 6144, 2048, 4, 4}, {"1.7b down", 2048, 6144, 4, 4},
@@ -87,8 +87,8 @@ int main(int argc, char **argv) {
     printf("| shape | rows x cols | bits | T | arm | median us | min | max | ns per row-token | roofline |\n");
     printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
     int bad = 0;
-    float *x = malloc(sizeof(float) * 768 * 64), *y = malloc(sizeof(float) * 151936 * 4 * 2);
-    float *y0 = malloc(sizeof(float) * 151936 * 4 * 2);
+    float *x = malloc(sizeof(float) * 768 * 64), *y = malloc(sizeof(float) * 151936 * 16);
+    float *y0 = malloc(sizeof(float) * 151936 * 16);
     double *t = malloc(sizeof(double) * 4 * (size_t)samples);
     for (int i = 0; i < 768 * 64; i++) x[i] = (float)((int)(rnd32() % 2001) - 1000) * 1e-3f;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
