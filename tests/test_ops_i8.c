@@ -211,6 +211,43 @@ static void test_large(const sd_ops *F, const char *lvl) {
     free_mat(&W);
 }
 
+/* Several packed matrices over one x in one pass (matmul_i8_n: q, k, v; gate, up): every value
+ * bit for bit the single-matrix call's, at T = 1..9 and 1..3 threads; a matrix that is not packed,
+ * or of another width, makes it do nothing (-1). */
+static void test_n(const sd_ops *F, const char *lvl) {
+    if (!F->matmul_i8_n) return;
+    tmat A = make_mat(67, 384, 4, 64, SPECDEC_DTYPE_BF16), B = make_mat(32, 384, 4, 64, SPECDEC_DTYPE_BF16),
+         C = make_mat(21, 384, 4, 64, SPECDEC_DTYPE_BF16), D = make_mat(16, 256, 4, 64, SPECDEC_DTYPE_BF16);
+    sd_i8_packed pa, pb, pc, pd;
+    CHECK(sd_i8_pack(&A.m, &pa) == 0 && sd_i8_pack(&B.m, &pb) == 0 && sd_i8_pack(&C.m, &pc) == 0 &&
+          sd_i8_pack(&D.m, &pd) == 0, "pack");
+    A.m.pk = &pa; B.m.pk = &pb; C.m.pk = &pc; D.m.pk = &pd;
+    enum { TM = 9 };
+    float x[TM * 384], y1[3][TM * 70], y2[3][TM * 70];
+    for (int i = 0; i < TM * 384; i++) x[i] = rndf(0.0f, 1.0f);
+    const sd_mat *W[3] = {&A.m, &B.m, &C.m};
+    for (int T = 1; T <= TM; T++)
+        for (int th = 0; th <= 3; th++) {
+            float *ys[3] = {y2[0], y2[1], y2[2]};
+            const int ld[3] = {70, 33, 21};
+            for (int m = 0; m < 3; m++) F->matmul_i8(W[m], x, 384, y1[m], ld[m], T, th ? pools[th] : NULL);
+            memset(y2, 0, sizeof y2);
+            CHECK(F->matmul_i8_n(3, W, x, 384, ys, ld, T, th ? pools[th] : NULL) == 0, "%s matmul_i8_n ran", lvl);
+            for (int m = 0; m < 3; m++)
+                for (int t = 0; t < T; t++)
+                    CHECK(memcmp(y1[m] + t * ld[m], y2[m] + t * ld[m], sizeof(float) * (size_t)W[m]->rows) == 0,
+                          "%s matmul_i8_n T=%d threads=%d: matrix %d token %d differs from matmul_i8", lvl, T, th, m, t);
+        }
+    float *ys[2] = {y2[0], y2[1]};
+    const int ld2[2] = {70, 33};
+    const sd_mat *Wd[2] = {&A.m, &D.m};
+    CHECK(F->matmul_i8_n(2, Wd, x, 384, ys, ld2, 1, NULL) == -1, "%s: widths differ, nothing done", lvl);
+    B.m.pk = NULL;
+    CHECK(F->matmul_i8_n(3, W, x, 384, ys, ld2, 1, NULL) == -1, "%s: an unpacked matrix, nothing done", lvl);
+    sd_i8_pack_free(&pa); sd_i8_pack_free(&pb); sd_i8_pack_free(&pc); sd_i8_pack_free(&pd);
+    free_mat(&A); free_mat(&B); free_mat(&C); free_mat(&D);
+}
+
 /* Shapes the int8 path does not take give, through the backend, the f32 result. */
 static void test_refused(void) {
     tmat a = make_mat(8, 96, 4, 32, SPECDEC_DTYPE_BF16), b = make_mat(8, 64, 4, 64, SPECDEC_DTYPE_BF16);
@@ -249,6 +286,7 @@ int main(void) {
         if (!F) { fprintf(stderr, "level %s: not supported here, skipped\n", levels[i]); continue; }
         fprintf(stderr, "level %s\n", levels[i]);
         test_level(F, levels[i]);
+        test_n(F, levels[i]);
         if (strcmp(levels[i], "scalar") != 0) test_large(F, levels[i]);
         if (strcmp(levels[i], "avx2") == 0 || strcmp(levels[i], "neon") == 0) {
             /* the form without a dot-product instruction too (maddubs / smull), where VNNI / sdot

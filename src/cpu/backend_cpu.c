@@ -119,6 +119,19 @@ static specdec_status cpu_matmul(sd_backend *b, const sd_mat *W, const float *x,
     return SPECDEC_OK;
 }
 
+/* q, k, v (gate, up) over one x: on the int8 path one preparation and one pool run for all of
+ * them (the same bits as one call each); otherwise one matmul per matrix. */
+static specdec_status cpu_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
+                                   const int *ldy, int T) {
+    cpu_be *c = CB(b);
+    if (c->i8 && c->ops->matmul_i8_n && c->ops->matmul_i8_n(n, W, x, ldx, y, ldy, T, c->pool) == 0) {
+        b->stats.ops++;
+        return SPECDEC_OK;
+    }
+    for (int i = 0; i < n; i++) SD_TRY(cpu_matmul(b, W[i], x, ldx, y[i], ldy[i], T));
+    return SPECDEC_OK;
+}
+
 static specdec_status cpu_rmsnorm(sd_backend *b, float *out, int ldo, const float *x, int ldx, const float *w, int n,
                                   int T, float eps) {
     const sd_ops *o = CB(b)->ops;
@@ -245,7 +258,7 @@ static specdec_status cpu_copy_row(sd_backend *b, float *dst, const float *src, 
 
 static const sd_backend_i cpu_i = {   /* no recordings, no device timers: host clocks tell the truth */
     SD_BACKEND_MEMORY(cpu), SD_BACKEND_OPS(cpu), .lm_argmax = NULL,
-    .prepare_mat = cpu_prepare_mat, .unprepare_mat = cpu_unprepare_mat,
+    .prepare_mat = cpu_prepare_mat, .unprepare_mat = cpu_unprepare_mat, .matmul_n = cpu_matmul_n,
 };
 
 specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, specdec_err *err) {

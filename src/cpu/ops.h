@@ -32,6 +32,10 @@ typedef struct sd_ops {
     /* matmul with int8 activations (src/cpu/ops_i8.h) over a quantized W that sd_i8_supported
      * takes: the same bits at every level, the reference set included */
     void (*matmul_i8)(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T, sd_pool *p);
+    /* optional: matmul_i8 of n packed matrices over one x in one pass (sd_i8_matmul_n); -1 when
+     * it did nothing (the caller then calls matmul_i8 per matrix) */
+    int (*matmul_i8_n)(int n, const sd_mat *const *W, const float *x, int ldx, float *const *y, const int *ldy, int T,
+                       sd_pool *p);
 } sd_ops;
 
 /* The scalar reference set and the fastest set this CPU supports. */

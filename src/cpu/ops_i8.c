@@ -269,3 +269,53 @@ void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const
     else sd_pool_run(p, i8_task, &j);
     if (P == &own) sd_i8_pack_free(&own);
 }
+
+/* ---------------------------------------------------------------- several matrices, one x */
+typedef struct i8n_job {
+    sd_i8_rows_fn rows;
+    int n, tiles;                 /* matrices, their tiles in all */
+    sd_i8_args a[SD_I8_N_MAX];
+    int t0[SD_I8_N_MAX + 1];      /* matrix m's tiles are [t0[m], t0[m + 1]) of the joint list */
+} i8n_job;
+
+static void i8n_task(void *arg, int ith, int nth) {
+    i8n_job *j = (i8n_job *)arg;
+    int a0, a1;   /* this thread's share of the joint tile list, whole tiles */
+    sd_pool_rows(j->tiles, ith, nth, 1, &a0, &a1);
+    for (int m = 0; m < j->n; m++) {
+        const int lo = a0 > j->t0[m] ? a0 : j->t0[m], hi = a1 < j->t0[m + 1] ? a1 : j->t0[m + 1];
+        if (hi <= lo) continue;
+        const int rows = j->a[m].P->rows, r0 = (lo - j->t0[m]) * SD_I8_TILE;
+        const int r1 = (hi - j->t0[m]) * SD_I8_TILE < rows ? (hi - j->t0[m]) * SD_I8_TILE : rows;
+        j->rows(&j->a[m], r0, r1);
+    }
+}
+
+int sd_i8_matmul_n(sd_i8_rows_fn rows, sd_i8_prep_fn prep, int n, const sd_mat *const *W, const float *x, int ldx,
+                   float *const *y, const int *ldy, int T, sd_pool *p) {
+    if (n < 1 || n > SD_I8_N_MAX || T <= 0) return -1;
+    for (int m = 0; m < n; m++)
+        if (!W[m]->pk || !sd_i8_supported(W[m]) || W[m]->cols != W[0]->cols || W[m]->group != W[0]->group) return -1;
+    const int cols = W[0]->cols, nkb = cols / SD_I8_BLOCK, ng = cols / W[0]->group;
+    const size_t fl = (size_t)T * (nkb + ng) + (size_t)T * cols / 4;
+    float *buf = sd_ops_scratch(fl);
+    if (!buf) return -1;
+    float *d = buf, *xg = buf + (size_t)T * nkb;
+    int8_t *xq = (int8_t *)(buf + (size_t)T * (nkb + ng));
+    if (!prep) prep = sd_i8_prep;
+    for (int t = 0; t < T; t++)
+        prep(x + (size_t)t * ldx, cols, W[0]->group, xq + (size_t)t * cols, d + (size_t)t * nkb, xg + (size_t)t * ng);
+    i8n_job j = {.rows = rows ? rows : sd_i8_rows_c, .n = n};
+    double macs = 0;
+    for (int m = 0; m < n; m++) {
+        j.a[m] = (sd_i8_args){.P = (const sd_i8_packed *)W[m]->pk, .xq = xq, .ldq = cols, .d = d, .ldd = nkb, .xg = xg,
+                              .ldg = ng, .y = y[m], .ldy = ldy[m], .T = T};
+        j.t0[m] = j.tiles;
+        j.tiles += j.a[m].P->tiles;
+        macs += (double)W[m]->rows * cols * T;
+    }
+    j.t0[n] = j.tiles;
+    if (!p || sd_pool_size(p) == 1 || macs < I8_INLINE_MACS) i8n_task(&j, 0, 1);
+    else sd_pool_run(p, i8n_task, &j);
+    return 0;
+}

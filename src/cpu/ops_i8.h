@@ -102,6 +102,14 @@ typedef void (*sd_i8_rows_fn)(const sd_i8_args *a, int r0, int r1);
 void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, float *y, int ldy,
                   int T, sd_pool *p);
 
+/* n <= SD_I8_N_MAX packed matrices of the same width and group over one x (q, k, v; gate, up):
+ * one preparation and one pool run where sd_i8_matmul would make n, each value bit for bit
+ * sd_i8_matmul's. Returns -1 (nothing done) when a matrix is not packed or the shapes differ, or
+ * out of scratch memory; the caller then multiplies one matrix at a time. */
+#define SD_I8_N_MAX 3
+int sd_i8_matmul_n(sd_i8_rows_fn rows, sd_i8_prep_fn prep, int n, const sd_mat *const *W, const float *x, int ldx,
+                   float *const *y, const int *ldy, int T, sd_pool *p);
+
 /* Per-level kernels; NULL when this build or CPU has none (the level then uses sd_i8_rows_c). */
 sd_i8_rows_fn sd_i8_rows_avx512(void);   /* AVX-512 VNNI */
 sd_i8_rows_fn sd_i8_rows_avx2(void);     /* AVX-VNNI when the CPU has it, else maddubs */
