@@ -16,6 +16,7 @@
 #include "cpu/ops.h"
 #include "cpu/ops_i8.h"
 #include "util/dtype.h"
+#include "sample/sample.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -248,6 +249,54 @@ static void test_n(const sd_ops *F, const char *lvl) {
     free_mat(&A); free_mat(&B); free_mat(&C); free_mat(&D);
 }
 
+/* The fused LM head choice (matmul_i8_argmax) is sd_argmax of matmul_i8's logits: with the
+ * largest row duplicated into other threads' ranges (ties go to the lowest index), a NaN row, and
+ * a matrix whose every logit is NaN (0), at T = 1..5 and 1..3 threads. */
+static void test_argmax(const sd_ops *F, const char *lvl) {
+    if (!F->matmul_i8_argmax) return;
+    enum { R = 150, C = 384, TM = 5 };
+    tmat A = make_mat(R, C, 4, 64, SPECDEC_DTYPE_F32);
+    float x[TM * C], y[TM * R], sc[2 * TM * R + 64];
+    int32_t out[TM];
+    for (int i = 0; i < TM * C; i++) x[i] = fabsf(rndf(0.0f, 1.0f)) + 0.01f;   /* positive: row 37 below wins */
+    const size_t wpr = C / 8, gpr = C / 64;   /* u32 words and groups per row */
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 1) {   /* make row 37 the largest for every token, copied to rows 38, 101 and 140 */
+            for (size_t g = 0; g < gpr; g++) ((float *)A.s)[37 * gpr + g] = ((float *)A.b)[37 * gpr + g] = 0.5f;
+            static const int cp[3] = {38, 101, 140};
+            for (int k = 0; k < 3; k++) {
+                memcpy((uint32_t *)A.w + cp[k] * wpr, (uint32_t *)A.w + 37 * wpr, wpr * 4);
+                memcpy((float *)A.s + cp[k] * gpr, (float *)A.s + 37 * gpr, gpr * 4);
+                memcpy((float *)A.b + cp[k] * gpr, (float *)A.b + 37 * gpr, gpr * 4);
+            }
+            ((float *)A.s)[12 * gpr] = NAN;   /* row 12's logits NaN */
+        }
+        if (pass == 2)
+            for (size_t g = 0; g < (size_t)R * gpr; g++) ((float *)A.s)[g] = NAN;
+        sd_i8_packed pk;
+        CHECK(sd_i8_pack(&A.m, &pk) == 0, "pack");
+        sd_mat Wp = A.m;
+        Wp.pk = &pk;
+        for (int T = 1; T <= TM; T++)
+            for (int th = 0; th <= 3; th++) {
+                sd_pool *p = th ? pools[th] : NULL;
+                F->matmul_i8(&Wp, x, C, y, R, T, p);
+                CHECK(sizeof sc / sizeof sc[0] >= sd_i8_argmax_scratch(R, T, th ? th : 1), "scratch size");
+                CHECK(F->matmul_i8_argmax(&Wp, x, C, T, p, sc, out) == 0, "%s matmul_i8_argmax ran", lvl);
+                for (int t = 0; t < T; t++) {
+                    const int32_t want = sd_argmax(y + (size_t)t * R, R);
+                    CHECK(out[t] == want, "%s argmax pass %d T=%d threads=%d token %d: %d, sd_argmax %d", lvl, pass, T, th, t,
+                          out[t], want);
+                    if (pass == 1) CHECK(want == 37, "pass 1: the duplicated row wins at its lowest index (%d)", want);
+                    if (pass == 2) CHECK(want == 0, "pass 2: every logit NaN gives 0 (%d)", want);
+                }
+            }
+        CHECK(F->matmul_i8_argmax(&A.m, x, C, 1, NULL, sc, out) == -1, "%s: unpacked, nothing done", lvl);
+        sd_i8_pack_free(&pk);
+    }
+    free_mat(&A);
+}
+
 /* Shapes the int8 path does not take give, through the backend, the f32 result. */
 static void test_refused(void) {
     tmat a = make_mat(8, 96, 4, 32, SPECDEC_DTYPE_BF16), b = make_mat(8, 64, 4, 64, SPECDEC_DTYPE_BF16);
@@ -287,6 +336,7 @@ int main(void) {
         fprintf(stderr, "level %s\n", levels[i]);
         test_level(F, levels[i]);
         test_n(F, levels[i]);
+        test_argmax(F, levels[i]);
         if (strcmp(levels[i], "scalar") != 0) test_large(F, levels[i]);
         if (strcmp(levels[i], "avx2") == 0 || strcmp(levels[i], "neon") == 0) {
             /* the form without a dot-product instruction too (maddubs / smull), where VNNI / sdot

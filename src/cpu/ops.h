@@ -36,6 +36,9 @@ typedef struct sd_ops {
      * it did nothing (the caller then calls matmul_i8 per matrix) */
     int (*matmul_i8_n)(int n, const sd_mat *const *W, const float *x, int ldx, float *const *y, const int *ldy, int T,
                        sd_pool *p);
+    /* optional: the greedy choice over W x_t without a separate pass (sd_i8_matmul_argmax); -1
+     * when it did nothing */
+    int (*matmul_i8_argmax)(const sd_mat *W, const float *x, int ldx, int T, sd_pool *p, float *scratch, int32_t *out);
 } sd_ops;
 
 /* The scalar reference set and the fastest set this CPU supports. */

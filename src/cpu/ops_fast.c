@@ -306,6 +306,8 @@ void sd_neon_silu_mul(float *g, const float *u, int n, int T);
     static int mi8n_##L(int n, const sd_mat *const *W, const float *x, int ldx, float *const *y, const int *ldy, \
                         int T, sd_pool *p) { \
         return sd_i8_matmul_n(I8FN(), PREPFN(), n, W, x, ldx, y, ldy, T, p); } \
+    static int mi8a_##L(const sd_mat *W, const float *x, int ldx, int T, sd_pool *p, float *scratch, int32_t *out) { \
+        return sd_i8_matmul_argmax(I8FN(), PREPFN(), W, x, ldx, T, p, scratch, out); } \
     static void mm_##L(const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T, sd_pool *p) { \
         fast_matmul(ISAFN(), W, x, ldx, y, ldy, T, p); } \
     static void rms_##L(float *out, const float *x, const float *w, int n, int T, float eps) { \
@@ -314,7 +316,7 @@ void sd_neon_silu_mul(float *g, const float *u, int n, int T);
     static void attn_##L(const sd_attn_shape *s, const sd_kv_layer *kv, const float *q, float *out, int T, \
                          int pos0, float *scratch, sd_pool *p) { \
         fast_attention(ISAFN(), s, kv, q, out, T, pos0, scratch, p); } \
-    static const sd_ops ops_##L = {#L, mm_##L, rms_##L, ROPE, SILU, attn_##L, mi8_##L, mi8n_##L};
+    static const sd_ops ops_##L = {#L, mm_##L, rms_##L, ROPE, SILU, attn_##L, mi8_##L, mi8n_##L, mi8a_##L};
 
 /* int8 kernels per level: AVX-512 without VNNI takes the 256-bit ones; the portable level (and a
  * level without its own) the plain C recipe (NULL). */

@@ -5,6 +5,7 @@
  * call and splits the tiles over the pool. */
 #include "cpu/ops_i8.h"
 #include "util/dtype.h"
+#include "sample/sample.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,17 +224,51 @@ void sd_i8_matmul_ref(const sd_mat *W, const float *x, int ldx, float *y, int ld
 typedef struct i8_job {
     sd_i8_rows_fn rows;
     sd_i8_args a;
+    float *bv; int32_t *bi;       /* argmax per thread and token (NULL: a plain matmul) */
 } i8_job;
+
+/* The largest value of y[r0 .. r1) and its lowest index, NaN skipped (index -1: none), by
+ * sd_argmax (vectorized; a plain compare loop took 1 ns a logit), which gives 0 when all are NaN. */
+static void slice_max(const float *y, int r0, int r1, float *bv, int32_t *bi) {
+    const int32_t a = sd_argmax(y + r0, r1 - r0);
+    const float v = y[r0 + a];
+    *bv = v;
+    *bi = v == v ? r0 + a : -1;
+}
 
 static void i8_task(void *arg, int ith, int nth) {
     i8_job *j = (i8_job *)arg;
     int r0, r1;   /* ranges on whole tiles; each row is computed whole by one thread */
     sd_pool_rows(j->a.P->rows, ith, nth, SD_I8_TILE, &r0, &r1);
     if (r1 > r0) j->rows(&j->a, r0, r1);
+    if (j->bi)   /* this thread's rows while they are in its cache */
+        for (int t = 0; t < j->a.T; t++)
+            slice_max(j->a.y + (size_t)t * j->a.ldy, r0, r1, &j->bv[(size_t)ith * j->a.T + t], &j->bi[(size_t)ith * j->a.T + t]);
 }
 
 /* Below this many multiply-adds a call runs on the caller alone (as the f32 path). */
 #define I8_INLINE_MACS 65536.0
+
+/* The tokens' preparation into the ops scratch; NULL when out of memory. */
+static int8_t *prep_tokens(sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, int T, float **d, float **xg) {
+    const int cols = W->cols, nkb = cols / SD_I8_BLOCK, ng = cols / W->group;
+    /* one scratch: per token nkb floats of d and ng of xg, then cols bytes of codes */
+    float *buf = sd_ops_scratch((size_t)T * (nkb + ng) + (size_t)T * cols / 4);
+    if (!buf) return NULL;
+    *d = buf;
+    *xg = buf + (size_t)T * nkb;
+    int8_t *xq = (int8_t *)(buf + (size_t)T * (nkb + ng));
+    if (!prep) prep = sd_i8_prep;
+    for (int t = 0; t < T; t++)
+        prep(x + (size_t)t * ldx, cols, W->group, xq + (size_t)t * cols, *d + (size_t)t * nkb, *xg + (size_t)t * ng);
+    return xq;
+}
+
+static void run_job(i8_job *j, const sd_mat *W, sd_pool *p) {
+    double macs = (double)W->rows * W->cols * j->a.T;
+    if (!p || sd_pool_size(p) == 1 || macs < I8_INLINE_MACS) i8_task(j, 0, 1);
+    else sd_pool_run(p, i8_task, j);
+}
 
 void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, float *y, int ldy,
                   int T, sd_pool *p) {
@@ -247,27 +282,52 @@ void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const
         }
         P = &own;
     }
-    const int cols = W->cols, nkb = cols / SD_I8_BLOCK, ng = cols / W->group;
-    /* one scratch: per token nkb floats of d and ng of xg, then cols bytes of codes (every token's
-     * codes start 64-byte aligned when cols % 64 == 0) */
-    const size_t fl = (size_t)T * (nkb + ng) + (size_t)T * cols / 4;
-    float *buf = sd_ops_scratch(fl);
-    if (!buf) {
+    float *d, *xg;
+    int8_t *xq = prep_tokens(prep, W, x, ldx, T, &d, &xg);
+    if (!xq) {
         if (P == &own) sd_i8_pack_free(&own);
         sd_i8_matmul_ref(W, x, ldx, y, ldy, T);
         return;
     }
-    float *d = buf, *xg = buf + (size_t)T * nkb;
-    int8_t *xq = (int8_t *)(buf + (size_t)T * (nkb + ng));
-    if (!prep) prep = sd_i8_prep;
-    for (int t = 0; t < T; t++)
-        prep(x + (size_t)t * ldx, cols, W->group, xq + (size_t)t * cols, d + (size_t)t * nkb, xg + (size_t)t * ng);
+    const int cols = W->cols;
     i8_job j = {.rows = rows ? rows : sd_i8_rows_c,
-                .a = {.P = P, .xq = xq, .ldq = cols, .d = d, .ldd = nkb, .xg = xg, .ldg = ng, .y = y, .ldy = ldy, .T = T}};
-    double macs = (double)W->rows * cols * T;
-    if (!p || sd_pool_size(p) == 1 || macs < I8_INLINE_MACS) i8_task(&j, 0, 1);
-    else sd_pool_run(p, i8_task, &j);
+                .a = {.P = P, .xq = xq, .ldq = cols, .d = d, .ldd = cols / SD_I8_BLOCK, .xg = xg, .ldg = cols / W->group,
+                      .y = y, .ldy = ldy, .T = T}};
+    run_job(&j, W, p);
     if (P == &own) sd_i8_pack_free(&own);
+}
+
+int sd_i8_matmul_argmax(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, int T,
+                        sd_pool *p, float *scratch, int32_t *out) {
+    if (T <= 0 || W->rows <= 0 || !W->pk || !sd_i8_supported(W)) return -1;
+    float *d, *xg;
+    int8_t *xq = prep_tokens(prep, W, x, ldx, T, &d, &xg);
+    if (!xq) return -1;
+    const int cols = W->cols, nth = p ? sd_pool_size(p) : 1;
+    float *y = scratch, *bv = scratch + (size_t)T * W->rows;
+    int32_t *bi = (int32_t *)(bv + (size_t)nth * T);
+    for (size_t i = 0; i < (size_t)nth * T; i++) bi[i] = -1;   /* threads that get no rows report none */
+    i8_job j = {.rows = rows ? rows : sd_i8_rows_c,
+                .a = {.P = (const sd_i8_packed *)W->pk, .xq = xq, .ldq = cols, .d = d, .ldd = cols / SD_I8_BLOCK,
+                      .xg = xg, .ldg = cols / W->group, .y = y, .ldy = W->rows, .T = T},
+                .bv = bv, .bi = bi};
+    run_job(&j, W, p);
+    /* threads hold ascending row ranges: a later thread wins only with a strictly larger value, so
+     * ties go to the lowest index, as sd_argmax's contract says; all NaN gives 0 as there */
+    for (int t = 0; t < T; t++) {
+        int32_t at = -1;
+        float best = -INFINITY;
+        for (int i = 0; i < nth; i++) {
+            const int32_t k = bi[(size_t)i * T + t];
+            if (k >= 0 && (at < 0 || bv[(size_t)i * T + t] > best)) { best = bv[(size_t)i * T + t]; at = k; }
+        }
+        out[t] = at < 0 ? 0 : at;
+    }
+    return 0;
+}
+
+size_t sd_i8_argmax_scratch(int rows, int T, int threads) {
+    return (size_t)T * (size_t)rows + 2 * (size_t)(threads > 0 ? threads : 1) * (size_t)T;
 }
 
 /* ---------------------------------------------------------------- several matrices, one x */

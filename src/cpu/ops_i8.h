@@ -102,6 +102,15 @@ typedef void (*sd_i8_rows_fn)(const sd_i8_args *a, int r0, int r1);
 void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, float *y, int ldy,
                   int T, sd_pool *p);
 
+/* The fused LM head's greedy choice: out[t] = the index of the largest of W x_t (the logits
+ * sd_i8_matmul gives, bit for bit; the lowest index wins ties, NaN never wins, all NaN gives 0:
+ * sd_argmax's contract), each thread picking over its own rows while they are in its cache.
+ * scratch: sd_i8_argmax_scratch(rows, T, threads of p) floats. Returns -1 (nothing done) when W
+ * is not packed or out of scratch memory. */
+int sd_i8_matmul_argmax(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const float *x, int ldx, int T,
+                        sd_pool *p, float *scratch, int32_t *out);
+size_t sd_i8_argmax_scratch(int rows, int T, int threads);
+
 /* n <= SD_I8_N_MAX packed matrices of the same width and group over one x (q, k, v; gate, up):
  * one preparation and one pool run where sd_i8_matmul would make n, each value bit for bit
  * sd_i8_matmul's. Returns -1 (nothing done) when a matrix is not packed or the shapes differ, or
