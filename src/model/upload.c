@@ -39,6 +39,7 @@ static specdec_status up_shard(sd_backend *b, const sd_tp_plan *pl, const sd_con
         }
     }
     for (int r = 0; r < pl->n; r++) sd_tp_slice_free(&sl[r]);
+    if (st == SPECDEC_OK && b->i->prepare_mat) st = b->i->prepare_mat(b, d, name, err);   /* each rank its own form */
     if (st != SPECDEC_OK) sd_be_unload_mat(b, d);
     return st;
 }

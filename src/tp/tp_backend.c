@@ -91,9 +91,14 @@ static void *X(tp *t, const void *p, int r) {
     return (char *)t->maps[i].p[r] + ((uintptr_t)p - t->maps[i].base);
 }
 
+/* The ranks' own forms of one matrix (prepare_mat: a CPU rank's packed int8 tiles); the
+ * tensor-parallel matrix's pk points at this table, and Xmat hands each rank its own. */
+typedef struct tp_pk { const void *pk[SD_TP_MAX]; } tp_pk;
+
 static sd_mat Xmat(tp *t, const sd_mat *m, int r) {
     sd_mat o = *m;
     o.w = X(t, m->w, r); o.scales = X(t, m->scales, r); o.biases = X(t, m->biases, r);
+    o.pk = m->pk ? ((const tp_pk *)m->pk)->pk[r] : NULL;
     return o;
 }
 static sd_pos Xpos(tp *t, sd_pos p, int r) { p.base = X(t, p.base, r); return p; }
@@ -185,6 +190,47 @@ static void t_release(sd_backend *b, void *p) {
     if (i >= 0) drop(TP(b), i);
 }
 static void t_unload(sd_backend *b, const void *p) { t_release(b, (void *)p); }
+
+static void t_unprepare_mat(sd_backend *b, sd_mat *m) {
+    tp *t = TP(b);
+    tp_pk *k = (tp_pk *)m->pk;
+    if (!k) return;
+    for (int r = 0; r < t->n; r++) {
+        if (!k->pk[r] || !t->r[r]->i->unprepare_mat) continue;
+        enter(t, r);
+        sd_mat w = Xmat(t, m, r);
+        t->r[r]->i->unprepare_mat(t->r[r], &w);
+    }
+    t->miss = NULL;
+    free(k);
+    m->pk = NULL;
+}
+
+/* Each rank's own form of its part of the matrix, where the ranks make one. */
+static specdec_status t_prepare_mat(sd_backend *b, sd_mat *m, const char *what, specdec_err *err) {
+    tp *t = TP(b);
+    if (!t->r[0]->i->prepare_mat) return SPECDEC_OK;
+    tp_pk *k = calloc(1, sizeof *k);
+    if (!k) return sd_fail(err, SPECDEC_ERR_NOMEM, "tensor parallel: out of memory");
+    m->pk = NULL;
+    bool any = false;
+    for (int r = 0; r < t->n; r++) {
+        enter(t, r);
+        sd_mat w = Xmat(t, m, r);
+        specdec_status st = t->miss ? SPECDEC_ERR_INTERNAL : t->r[r]->i->prepare_mat(t->r[r], &w, what, err);
+        if (st != SPECDEC_OK) {
+            t->miss = NULL;
+            m->pk = k;
+            t_unprepare_mat(b, m);
+            return rank_err(t, r, st, err);
+        }
+        k->pk[r] = w.pk;
+        any |= w.pk != NULL;
+    }
+    if (any) m->pk = k;
+    else free(k);
+    return SPECDEC_OK;
+}
 
 static specdec_status t_upload(sd_backend *b, const void *host, size_t bytes, const char *what, const void **out,
                                specdec_err *err) {
@@ -427,6 +473,7 @@ static specdec_status t_allreduce(sd_backend *b, float *x, size_t n, float *scra
 static const sd_backend_i tp_i = {
     SD_BACKEND_MEMORY(t), SD_BACKEND_RECORDING(t), SD_BACKEND_OPS(t), .lm_argmax = t_lm_argmax,
     .allreduce = t_allreduce, .upload_ranks = t_upload_ranks,
+    .prepare_mat = t_prepare_mat, .unprepare_mat = t_unprepare_mat,
 };
 
 static const char *reduce_name(sd_tp_reduce r) {
