@@ -76,7 +76,7 @@ static specdec_status cpu_prepare_mat(sd_backend *b, sd_mat *m, const char *what
     cpu_be *c = CB(b);
     if (!c->i8 || c->ops == sd_ops_ref() || !sd_i8_supported(m)) return SPECDEC_OK;
     sd_i8_packed *p = malloc(sizeof *p);
-    if (!p || sd_i8_pack(m, p) != 0) {
+    if (!p || sd_i8_pack_on(m, p, c->pool) != 0) {
         free(p);
         return sd_fail(err, SPECDEC_ERR_NOMEM, "%s: out of memory packing it for the int8 path (%llu MiB)", what,
                        (unsigned long long)(sd_mat_bytes(m) >> 20));

@@ -99,24 +99,17 @@ static inline uint32_t wq_at(const sd_mat *W, int r, int j) {
 
 static size_t elem_size(specdec_dtype dt) { return dt == SPECDEC_DTYPE_F32 ? 4 : 2; }
 
-int sd_i8_pack(const sd_mat *W, sd_i8_packed *o) {
-    memset(o, 0, sizeof *o);
-    o->rows = W->rows; o->cols = W->cols; o->bits = W->bits; o->group = W->group; o->dtype = W->dtype;
-    o->tiles = (W->rows + SD_I8_TILE - 1) / SD_I8_TILE;
-    o->nkb = W->cols / SD_I8_BLOCK;
-    o->ng = W->cols / W->group;
-    const size_t es = elem_size(W->dtype), sbytes = (size_t)o->ng * SD_I8_TILE * es;
-    o->s_off = (size_t)o->nkb * SD_I8_QUADS(W->bits) * 64;
-    o->b_off = o->s_off + sbytes;
-    o->tile_bytes = (o->b_off + sbytes + 63) / 64 * 64;
-    const size_t total = (size_t)o->tiles * o->tile_bytes;
-    o->buf = aligned_alloc(64, total ? total : 64);
-    if (!o->buf) return -1;
-    memset(o->buf, 0, total);
+/* Rows [r0, r1) (whole tiles) of W into o: their tiles zeroed (the padding rows stay zero), then
+ * each row's codes unpacked once (wq_at per code took seconds on a 1.7B model) and dealt into the
+ * quads, and its scales and biases into the tile's columns. */
+static void pack_rows(const sd_mat *W, const sd_i8_packed *o, int r0, int r1) {
+    const size_t es = elem_size(W->dtype);
     const int nq = SD_I8_QUADS(W->bits), per = 32 / W->bits;
     const uint32_t mask = (1u << W->bits) - 1u;
-    uint8_t q[SD_I8_MAXCOLS];   /* one row's codes, unpacked once (wq_at per code took seconds on a 1.7B model) */
-    for (int r = 0; r < W->rows; r++) {
+    memset(o->buf + (size_t)(r0 / SD_I8_TILE) * o->tile_bytes, 0,
+           (size_t)((r1 + SD_I8_TILE - 1) / SD_I8_TILE - r0 / SD_I8_TILE) * o->tile_bytes);
+    uint8_t q[SD_I8_MAXCOLS];
+    for (int r = r0; r < r1; r++) {
         const uint32_t *wr = (const uint32_t *)W->w + (size_t)r * (W->cols / per);
         for (int j = 0; j < W->cols / per; j++)
             for (int k = 0; k < per; k++) q[j * per + k] = (uint8_t)((wr[j] >> (W->bits * k)) & mask);
@@ -136,8 +129,37 @@ int sd_i8_pack(const sd_mat *W, sd_i8_packed *o) {
             memcpy(t + o->b_off + ((size_t)g * SD_I8_TILE + rl) * es, (const char *)W->biases + e * es, es);
         }
     }
+}
+
+typedef struct pack_job { const sd_mat *W; const sd_i8_packed *o; } pack_job;
+
+static void pack_task(void *arg, int ith, int nth) {
+    const pack_job *j = (const pack_job *)arg;
+    int r0, r1;
+    sd_pool_rows(j->W->rows, ith, nth, SD_I8_TILE, &r0, &r1);
+    if (r1 > r0) pack_rows(j->W, j->o, r0, r1);
+}
+
+int sd_i8_pack_on(const sd_mat *W, sd_i8_packed *o, sd_pool *p) {
+    memset(o, 0, sizeof *o);
+    o->rows = W->rows; o->cols = W->cols; o->bits = W->bits; o->group = W->group; o->dtype = W->dtype;
+    o->tiles = (W->rows + SD_I8_TILE - 1) / SD_I8_TILE;
+    o->nkb = W->cols / SD_I8_BLOCK;
+    o->ng = W->cols / W->group;
+    const size_t sbytes = (size_t)o->ng * SD_I8_TILE * elem_size(W->dtype);
+    o->s_off = (size_t)o->nkb * SD_I8_QUADS(W->bits) * 64;
+    o->b_off = o->s_off + sbytes;
+    o->tile_bytes = (o->b_off + sbytes + 63) / 64 * 64;
+    const size_t total = (size_t)o->tiles * o->tile_bytes;
+    o->buf = aligned_alloc(64, total ? total : 64);
+    if (!o->buf) return -1;
+    pack_job j = {W, o};
+    if (!p || sd_pool_size(p) == 1 || total < ((size_t)1 << 20)) pack_task(&j, 0, 1);
+    else sd_pool_run(p, pack_task, &j);
     return 0;
 }
+
+int sd_i8_pack(const sd_mat *W, sd_i8_packed *o) { return sd_i8_pack_on(W, o, NULL); }
 
 void sd_i8_pack_free(sd_i8_packed *p) {
     if (!p) return;

@@ -87,6 +87,8 @@ sd_i8_prep_fn sd_i8_prep_avx2(void);
 /* Pack W (sd_i8_supported) into out (buf malloc'd, 64-byte aligned). Returns 0, or -1 when out of
  * memory (out->buf NULL). */
 int sd_i8_pack(const sd_mat *W, sd_i8_packed *out);
+/* The same, the tiles split over the pool (p NULL: the caller alone). */
+int sd_i8_pack_on(const sd_mat *W, sd_i8_packed *out, sd_pool *p);
 void sd_i8_pack_free(sd_i8_packed *p);
 
 /* The recipe in plain C over packed weights (the portable level's kernel): rows [r0, r1), r0 a
