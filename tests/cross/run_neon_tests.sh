@@ -25,7 +25,7 @@ B=$(mktemp -d /tmp/sdneon-XXXXXX)
 
 cd "$ROOT" || exit 2
 LIB="src/cpu/ops_fast.c src/cpu/ops_ref.c src/cpu/ops_neon.c src/cpu/ops_i8.c src/cpu/ops_i8_neon.c src/cpu/calibrate.c
-     src/cpu/pool.c src/util/dtype.c src/util/err.c src/util/mem.c src/util/version.c tests/check.c"
+     src/cpu/pool.c src/sample/sample.c src/sample/rng.c src/util/dtype.c src/util/err.c src/util/mem.c src/util/version.c tests/check.c"
 SRCS="$LIB tests/test_ops.c"
 CFLAGS="-std=c11 -O2 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -fno-strict-aliasing
         -Isrc -Iinclude -Itests -DSPECDEC_SOURCE_DIR_DEFAULT=\"$ROOT\" -DSPECDEC_VERSION_STRING=\"cross\" ${EXTRA_CFLAGS:-}"
