@@ -194,8 +194,9 @@ void sd_i8_rows_c(const sd_i8_args *a, int r0, int r1) {
         const unsigned char *tile = sd_i8_tile(P, r / SD_I8_TILE);
         const int rl = r % SD_I8_TILE;
         for (int t = 0; t < a->T; t++) {
-            const int8_t *xq = a->xq + (size_t)t * a->ldq;
-            const float *d = a->d + (size_t)t * a->ldd, *xg = a->xg + (size_t)t * a->ldg;
+            const int8_t *xq;
+            const float *d, *xg;
+            sd_i8_tokens(a, t, 1, &xq, &d, &xg);
             float accS = 0.0f, accB = 0.0f;
             for (int b = 0; b < P->nkb; b++) {
                 const float S = sd_ref_elem_f32(P->dtype, tile + P->s_off + (size_t)(b / bpg) * SD_I8_TILE * es, (size_t)rl);
@@ -286,9 +287,18 @@ static int8_t *prep_tokens(sd_i8_prep_fn prep, const sd_mat *W, const float *x, 
     return xq;
 }
 
+/* Whether a call of this many multiply-adds runs on the caller alone. */
+static int run_inline(const sd_pool *p, double macs) { return !p || sd_pool_size(p) == 1 || macs < I8_INLINE_MACS; }
+
+/* One matrix's call as the kernels see it, over the tokens prep_tokens made. */
+static sd_i8_args call_args(const sd_i8_packed *P, const int8_t *xq, const float *d, const float *xg, float *y, int ldy,
+                            int T) {
+    return (sd_i8_args){.P = P, .xq = xq, .ldq = P->cols, .d = d, .ldd = P->nkb, .xg = xg, .ldg = P->ng, .y = y,
+                        .ldy = ldy, .T = T};
+}
+
 static void run_job(i8_job *j, const sd_mat *W, sd_pool *p) {
-    double macs = (double)W->rows * W->cols * j->a.T;
-    if (!p || sd_pool_size(p) == 1 || macs < I8_INLINE_MACS) i8_task(j, 0, 1);
+    if (run_inline(p, (double)W->rows * W->cols * j->a.T)) i8_task(j, 0, 1);
     else sd_pool_run(p, i8_task, j);
 }
 
@@ -311,10 +321,7 @@ void sd_i8_matmul(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W, const
         sd_i8_matmul_ref(W, x, ldx, y, ldy, T);
         return;
     }
-    const int cols = W->cols;
-    i8_job j = {.rows = rows ? rows : sd_i8_rows_c,
-                .a = {.P = P, .xq = xq, .ldq = cols, .d = d, .ldd = cols / SD_I8_BLOCK, .xg = xg, .ldg = cols / W->group,
-                      .y = y, .ldy = ldy, .T = T}};
+    i8_job j = {.rows = rows ? rows : sd_i8_rows_c, .a = call_args(P, xq, d, xg, y, ldy, T)};
     run_job(&j, W, p);
     if (P == &own) sd_i8_pack_free(&own);
 }
@@ -325,13 +332,11 @@ int sd_i8_matmul_argmax(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W,
     float *d, *xg;
     int8_t *xq = prep_tokens(prep, W, x, ldx, T, &d, &xg);
     if (!xq) return -1;
-    const int cols = W->cols, nth = p ? sd_pool_size(p) : 1;
+    const int nth = p ? sd_pool_size(p) : 1;
     float *y = scratch, *bv = scratch + (size_t)T * W->rows;
     int32_t *bi = (int32_t *)(bv + (size_t)nth * T);
     for (size_t i = 0; i < (size_t)nth * T; i++) bi[i] = -1;   /* threads that get no rows report none */
-    i8_job j = {.rows = rows ? rows : sd_i8_rows_c,
-                .a = {.P = (const sd_i8_packed *)W->pk, .xq = xq, .ldq = cols, .d = d, .ldd = cols / SD_I8_BLOCK,
-                      .xg = xg, .ldg = cols / W->group, .y = y, .ldy = W->rows, .T = T},
+    i8_job j = {.rows = rows ? rows : sd_i8_rows_c, .a = call_args((const sd_i8_packed *)W->pk, xq, d, xg, y, W->rows, T),
                 .bv = bv, .bi = bi};
     run_job(&j, W, p);
     /* threads hold ascending row ranges: a later thread wins only with a strictly larger value, so
@@ -378,26 +383,19 @@ int sd_i8_matmul_n(sd_i8_rows_fn rows, sd_i8_prep_fn prep, int n, const sd_mat *
     if (n < 1 || n > SD_I8_N_MAX || T <= 0) return -1;
     for (int m = 0; m < n; m++)
         if (!W[m]->pk || !sd_i8_supported(W[m]) || W[m]->cols != W[0]->cols || W[m]->group != W[0]->group) return -1;
-    const int cols = W[0]->cols, nkb = cols / SD_I8_BLOCK, ng = cols / W[0]->group;
-    const size_t fl = (size_t)T * (nkb + ng) + (size_t)T * cols / 4;
-    float *buf = sd_ops_scratch(fl);
-    if (!buf) return -1;
-    float *d = buf, *xg = buf + (size_t)T * nkb;
-    int8_t *xq = (int8_t *)(buf + (size_t)T * (nkb + ng));
-    if (!prep) prep = sd_i8_prep;
-    for (int t = 0; t < T; t++)
-        prep(x + (size_t)t * ldx, cols, W[0]->group, xq + (size_t)t * cols, d + (size_t)t * nkb, xg + (size_t)t * ng);
+    float *d, *xg;
+    int8_t *xq = prep_tokens(prep, W[0], x, ldx, T, &d, &xg);   /* one width and group: one preparation */
+    if (!xq) return -1;
     i8n_job j = {.rows = rows ? rows : sd_i8_rows_c, .n = n};
     double macs = 0;
     for (int m = 0; m < n; m++) {
-        j.a[m] = (sd_i8_args){.P = (const sd_i8_packed *)W[m]->pk, .xq = xq, .ldq = cols, .d = d, .ldd = nkb, .xg = xg,
-                              .ldg = ng, .y = y[m], .ldy = ldy[m], .T = T};
+        j.a[m] = call_args((const sd_i8_packed *)W[m]->pk, xq, d, xg, y[m], ldy[m], T);
         j.t0[m] = j.tiles;
         j.tiles += j.a[m].P->tiles;
-        macs += (double)W[m]->rows * cols * T;
+        macs += (double)W[m]->rows * W[m]->cols * T;
     }
     j.t0[n] = j.tiles;
-    if (!p || sd_pool_size(p) == 1 || macs < I8_INLINE_MACS) i8n_task(&j, 0, 1);
+    if (run_inline(p, macs)) i8n_task(&j, 0, 1);
     else sd_pool_run(p, i8n_task, &j);
     return 0;
 }

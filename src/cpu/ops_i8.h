@@ -136,4 +136,13 @@ extern int sd_i8_avx2_novnni;
 /* Where tile t of P starts. */
 static inline const unsigned char *sd_i8_tile(const sd_i8_packed *P, int t) { return P->buf + (size_t)t * P->tile_bytes; }
 
+/* Tokens t0 .. t0 + nt - 1 of a call: each one's codes, block scales and group sums. */
+static inline void sd_i8_tokens(const sd_i8_args *a, int t0, int nt, const int8_t **xq, const float **d, const float **xg) {
+    for (int t = 0; t < nt; t++) {
+        xq[t] = a->xq + (size_t)(t0 + t) * a->ldq;
+        d[t] = a->d + (size_t)(t0 + t) * a->ldd;
+        xg[t] = a->xg + (size_t)(t0 + t) * a->ldg;
+    }
+}
+
 #endif

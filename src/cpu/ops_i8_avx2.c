@@ -60,11 +60,7 @@ SD_AINLINE void half_nt(const sd_i8_args *a, int tile, int h, int nr, int t0, in
     const size_t kbb = (size_t)nq * 64, pfo = (size_t)pf * P->tile_bytes;
     const int8_t *xq[NT_MAX];
     const float *dv[NT_MAX], *xg[NT_MAX];
-    for (int t = 0; t < NT; t++) {
-        xq[t] = a->xq + (size_t)(t0 + t) * a->ldq;
-        dv[t] = a->d + (size_t)(t0 + t) * a->ldd;
-        xg[t] = a->xg + (size_t)(t0 + t) * a->ldg;
-    }
+    sd_i8_tokens(a, t0, NT, xq, dv, xg);
     const __m256i m4 = _mm256_set1_epi8(0x0F), one16 = _mm256_set1_epi16(1);
     __m256 acc[NT_MAX];
     for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();

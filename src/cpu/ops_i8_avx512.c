@@ -59,11 +59,7 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, int pf, c
     const size_t kbb = (size_t)nq * 64, pfo = (size_t)pf * P->tile_bytes;
     const int8_t *xq[NT_MAX];
     const float *dv[NT_MAX], *xg[NT_MAX];
-    for (int t = 0; t < NT; t++) {
-        xq[t] = a->xq + (size_t)(t0 + t) * a->ldq;
-        dv[t] = a->d + (size_t)(t0 + t) * a->ldd;
-        xg[t] = a->xg + (size_t)(t0 + t) * a->ldg;
-    }
+    sd_i8_tokens(a, t0, NT, xq, dv, xg);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 accS[NT_MAX], accB[NT_MAX];
     for (int t = 0; t < NT; t++) accS[t] = accB[t] = _mm512_setzero_ps();

@@ -113,11 +113,7 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, const int
     const size_t kbb = (size_t)nq * 64;
     const int8_t *xq[NT_MAX];
     const float *dv[NT_MAX], *xg[NT_MAX];
-    for (int t = 0; t < NT; t++) {
-        xq[t] = a->xq + (size_t)(t0 + t) * a->ldq;
-        dv[t] = a->d + (size_t)(t0 + t) * a->ldd;
-        xg[t] = a->xg + (size_t)(t0 + t) * a->ldg;
-    }
+    sd_i8_tokens(a, t0, NT, xq, dv, xg);
     /* 8-bit: 128 * X_b per token and block, once for the four quarters */
     if (bits == 8)
         for (int t = 0; t < NT; t++)
