@@ -11,9 +11,9 @@
  *
  * Shape (measured with bench/bench_i8.c): the unpacked quads of a block (8 zmm) serve every token
  * of a token tile of up to 8 (tiles of 4 walked the weights twice for a verify of 5 rows: 8 gained
- * 11-14% at T = 5 and 5-8% at T = 8 to 16, the same at T = 1 to 4); with one token, tiles go in
- * pairs (tile_pair1: 5-15% faster at T = 1 on most shapes, the Qwen3 1.7B shape's decode
- * 1.05-1.08x); a matrix larger than a core's L2 (1 MB on Zen 4 / 5, 2 MB on recent Xeons; the LM
+ * 11-14% at T = 5, 0-8% at T = 8 to 16 on 4-bit weights, 8-bit 9% slower at T = 8); with one
+ * token, tiles go in pairs (tile_pair1: 7-14% faster at T = 1 on most shapes, the Qwen3 1.7B
+ * shape's decode 1.05-1.08x in single runs); a matrix larger than a core's L2 (1 MB on Zen 4 / 5, 2 MB on recent Xeons; the LM
  * head) is prefetched PF_TILES tiles ahead by its first token tile (on the Xeon of the record, where
  * the 1.7B shape streams from DRAM, any distance from 2 to 64 KB and none measured the same). Compiled with the AVX-512
  * flags (CMake); VNNI is asked for here. */
