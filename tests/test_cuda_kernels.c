@@ -10,6 +10,8 @@
  *   embed: bitwise sd_mat_row_f32; rope, add, kv_store: bitwise the reference; rmsnorm, silu_mul:
  *     within a few ulps, rmsnorm bitwise across T and in place;
  *   matmul_n: matrices laid end to end (one launch) and apart, bitwise each matrix's matmul;
+ *   the fused ops (norm_matmul_n, matmul_add, swiglu_matmul_add, qk_norm_rope_store) at both
+ *     precisions: bitwise the ops they stand for;
  *   attention: GQA shapes, head_dim 16..256, f32/bf16/f16 caches, contexts up to 33 chunks (the
  *     split slots wrap): within tolerance, and each row bitwise equal alone, inside T = 4 / 9
  *     and across a call split in two. */
@@ -225,6 +227,176 @@ static void test_matmul_n(sd_backend *g, int n, const int *rs, int cols, specdec
     for (int i = 0; i < n; i++) hmat_free(&h[i]);
     free(x); free(hy); free(hz);
     G = g0;
+}
+
+/* ---- the fused ops: bitwise the ops they stand for ---- */
+
+static int rows_differ(const float *a, const float *b, int T, int ld, int n) {
+    int diff = 0;
+    for (int t = 0; t < T; t++) diff += !same_bits(a + (size_t)t * ld, b + (size_t)t * ld, (size_t)n * 4);
+    return diff;
+}
+
+/* norm_matmul_n over n matrices (joined and apart), matmul_add and swiglu_matmul_add over the
+ * first, on backend g, against the unfused ops of the same backend: outputs, the normed x and the
+ * SwiGLU product bitwise, at T from 1 to 33. */
+static void test_fused_mm(sd_backend *g, int n, const int *rs, int cols, specdec_dtype dt, int bits, int group) {
+    enum { TMAX = 33 };
+    char what[128];
+    snprintf(what, sizeof what, "fused (%s) %d x [%d, %d, %d] x %d %s %d-bit g%d", g->name, n, rs[0], rs[1],
+             n > 2 ? rs[2] : 0, cols, specdec_dtype_name(dt), bits, group);
+    sd_backend *g0 = G;
+    G = g;
+    hmat h[3];
+    sd_mat joined[3];
+    const sd_mat *hp[3], *sep[3], *jp[3];
+    sd_mat *jd[3];
+    for (int i = 0; i < n; i++) {
+        h[i] = hmat_make(rs[i], cols, dt, bits, group, true);
+        hp[i] = &h[i].m;
+        sep[i] = &h[i].d;
+        jp[i] = &joined[i];
+        jd[i] = &joined[i];
+    }
+    CHECK(sd_be_upload_mats(g, n, hp, "joined test weights", jd, &E) == SPECDEC_OK, "%s: upload: %s", what, E.msg);
+    const int ldx = cols + 3;
+    const size_t nx = (size_t)TMAX * ldx;
+    float *x = malloc(nx * 4), *w = malloc((size_t)cols * 4), *hu = malloc(nx * 4);
+    fill_normal(x, nx, 1.5f);
+    fill_normal(w, (size_t)cols, 1.0f);
+    fill_normal(hu, nx, 1.0f);
+    float *dx = dput(x, nx * 4), *dw = dput(w, (size_t)cols * 4), *dxn = dput(NULL, nx * 4), *dxr = dput(NULL, nx * 4);
+    float *dy[3], *dz[3], *hy = NULL, *hz = NULL;
+    int ld[3];
+    size_t most = nx;
+    for (int i = 0; i < n; i++) {
+        ld[i] = rs[i] + i + 1;
+        dy[i] = dput(NULL, (size_t)TMAX * ld[i] * 4);
+        dz[i] = dput(NULL, (size_t)TMAX * ld[i] * 4);
+        if ((size_t)TMAX * ld[i] > most) most = (size_t)TMAX * ld[i];
+    }
+    hy = malloc(most * 4);
+    hz = malloc(most * 4);
+    const int Ts[] = {1, 2, 3, 5, 8, 9, 33};
+    for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
+        const int T = Ts[k];
+        for (int way = 0; way < 2; way++) {   /* 0: joined, 1: apart */
+            CHECK_OP(g, sd_be_norm_matmul_n(g, dw, 1e-6f, dx, ldx, dxn, ldx, n, way ? sep : jp, dy, ld, T), what);
+            CHECK_OP(g, g->i->rmsnorm(g, dxr, ldx, dx, ldx, dw, cols, T, 1e-6f), what);
+            CHECK_OP(g, sd_be_matmul_n(g, n, sep, dxr, ldx, dz, ld, T), what);
+            dget(hy, dxn, (size_t)T * ldx * 4);
+            dget(hz, dxr, (size_t)T * ldx * 4);
+            int d = rows_differ(hy, hz, T, ldx, cols);
+            CHECK(d == 0, "%s: norm_matmul_n %s, T %d: the normed x differs from rmsnorm's in %d rows", what,
+                  way ? "apart" : "joined", T, d);
+            for (int i = 0; i < n; i++) {
+                dget(hy, dy[i], (size_t)T * ld[i] * 4);
+                dget(hz, dz[i], (size_t)T * ld[i] * 4);
+                d = rows_differ(hy, hz, T, ld[i], rs[i]);
+                CHECK(d == 0, "%s: norm_matmul_n %s, T %d: matrix %d differs from rmsnorm + matmul in %d rows", what,
+                      way ? "apart" : "joined", T, i, d);
+            }
+        }
+        /* matmul_add: y (random) += x W0^T, against matmul into scratch then add */
+        const int l0 = ld[0], r0 = rs[0];
+        float *y0 = malloc((size_t)T * l0 * 4);
+        fill_normal(y0, (size_t)T * l0, 1.0f);
+        CHECK(g->i->write(g, dy[0], y0, (size_t)T * l0 * 4, &E) == SPECDEC_OK, "write: %s", E.msg);
+        CHECK(g->i->write(g, dz[0], y0, (size_t)T * l0 * 4, &E) == SPECDEC_OK, "write: %s", E.msg);
+        CHECK_OP(g, sd_be_matmul_add(g, &h[0].d, dx, ldx, dy[0], l0, T, NULL), what);
+        CHECK_OP(g, g->i->matmul(g, &h[0].d, dx, ldx, dxr, l0, T), what);
+        for (int t = 0; t < T; t++)
+            CHECK_OP(g, g->i->add(g, dz[0] + (size_t)t * l0, dxr + (size_t)t * l0, (size_t)r0), what);
+        dget(hy, dy[0], (size_t)T * l0 * 4);
+        dget(hz, dz[0], (size_t)T * l0 * 4);
+        int d = rows_differ(hy, hz, T, l0, r0);
+        CHECK(d == 0, "%s: matmul_add, T %d: %d rows differ from matmul + add", what, T, d);
+        /* swiglu_matmul_add over (T, cols) g and u: g is written as silu_mul writes it */
+        float *dg = dput(x, (size_t)T * cols * 4), *dg2 = dput(x, (size_t)T * cols * 4), *du = dput(hu, (size_t)T * cols * 4);
+        CHECK(g->i->write(g, dy[0], y0, (size_t)T * l0 * 4, &E) == SPECDEC_OK, "write: %s", E.msg);
+        CHECK(g->i->write(g, dz[0], y0, (size_t)T * l0 * 4, &E) == SPECDEC_OK, "write: %s", E.msg);
+        CHECK_OP(g, sd_be_swiglu_matmul_add(g, &h[0].d, dg, du, dy[0], l0, T, NULL), what);
+        CHECK_OP(g, g->i->silu_mul(g, dg2, du, cols, T), what);
+        CHECK_OP(g, g->i->matmul(g, &h[0].d, dg2, cols, dxr, l0, T), what);
+        for (int t = 0; t < T; t++)
+            CHECK_OP(g, g->i->add(g, dz[0] + (size_t)t * l0, dxr + (size_t)t * l0, (size_t)r0), what);
+        dget(hy, dg, (size_t)T * cols * 4);
+        dget(hz, dg2, (size_t)T * cols * 4);
+        CHECK(same_bits(hy, hz, (size_t)T * cols * 4), "%s: swiglu_matmul_add, T %d: g differs from silu_mul's", what, T);
+        dget(hy, dy[0], (size_t)T * l0 * 4);
+        dget(hz, dz[0], (size_t)T * l0 * 4);
+        d = rows_differ(hy, hz, T, l0, r0);
+        CHECK(d == 0, "%s: swiglu_matmul_add, T %d: %d rows differ from silu_mul + matmul + add", what, T, d);
+        dfree(dg); dfree(dg2); dfree(du);
+        free(y0);
+    }
+    /* in place: xn == x */
+    CHECK_OP(g, g->i->rmsnorm(g, dxr, ldx, dx, ldx, dw, cols, 5, 1e-6f), what);
+    CHECK_OP(g, sd_be_matmul_n(g, n, sep, dxr, ldx, dz, ld, 5), what);
+    CHECK_OP(g, sd_be_norm_matmul_n(g, dw, 1e-6f, dx, ldx, dx, ldx, n, jp, dy, ld, 5), what);
+    dget(hy, dx, (size_t)5 * ldx * 4);
+    dget(hz, dxr, (size_t)5 * ldx * 4);
+    CHECK(rows_differ(hy, hz, 5, ldx, cols) == 0, "%s: norm_matmul_n in place: the normed x differs", what);
+    for (int i = 0; i < n; i++) {
+        dget(hy, dy[i], (size_t)5 * ld[i] * 4);
+        dget(hz, dz[i], (size_t)5 * ld[i] * 4);
+        CHECK(rows_differ(hy, hz, 5, ld[i], rs[i]) == 0, "%s: norm_matmul_n in place: matrix %d differs", what, i);
+    }
+    for (int i = 0; i < n; i++) {
+        dfree(dy[i]);
+        dfree(dz[i]);
+    }
+    dfree(dx); dfree(dw); dfree(dxn); dfree(dxr);
+    for (int i = n - 1; i >= 0; i--) sd_be_unload_mat(g, &joined[i]);
+    for (int i = 0; i < n; i++) hmat_free(&h[i]);
+    free(x); free(w); free(hu); free(hy); free(hz);
+    G = g0;
+}
+
+/* qk_norm_rope_store against q_norm, k_norm, two ropes and two KV stores on the same backend:
+ * q, k and both caches bitwise, rows at positions 40.. of a 64-row cache. */
+static void test_qkv_fused(int nh, int nkv, int hd, sd_kv_dtype_e kdt, int T) {
+    enum { NCTX = 64 };
+    char what[96];
+    snprintf(what, sizeof what, "qk_norm_rope_store %d/%d heads x %d, kv dtype %d, T %d", nh, nkv, hd, (int)kdt, T);
+    const size_t nq = (size_t)T * nh * hd, nk = (size_t)T * nkv * hd, half = (size_t)hd / 2;
+    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *qw = malloc((size_t)hd * 4), *kw = malloc((size_t)hd * 4);
+    float *ct = malloc(NCTX * half * 4), *st = malloc(NCTX * half * 4);
+    fill_normal(q, nq, 2.0f);
+    fill_normal(k, nk, 2.0f);
+    fill_normal(v, nk, 2.0f);
+    fill_normal(qw, (size_t)hd, 1.0f);
+    fill_normal(kw, (size_t)hd, 1.0f);
+    for (size_t i = 0; i < NCTX * half; i++) { ct[i] = cosf(0.011f * (float)i); st[i] = sinf(0.011f * (float)i); }
+    const size_t cb = sd_kv_elem_size(kdt) * NCTX * (size_t)nkv * hd;
+    float *dq = dput(q, nq * 4), *dk = dput(k, nk * 4), *dv = dput(v, nk * 4), *dq2 = dput(q, nq * 4), *dk2 = dput(k, nk * 4);
+    float *dqw = dput(qw, (size_t)hd * 4), *dkw = dput(kw, (size_t)hd * 4), *dct = dput(ct, NCTX * half * 4),
+          *dst = dput(st, NCTX * half * 4);
+    void *kc = dput(NULL, cb), *vc = dput(NULL, cb), *kc2 = dput(NULL, cb), *vc2 = dput(NULL, cb);
+    int32_t *dbase = dint(37);
+    const sd_pos pos = {dbase, 3};
+    const sd_attn_shape as = {nh, nkv, hd, kdt};
+    const sd_kv_layer kv = {kc, vc};
+    CHECK_OP(G, G->i->qk_norm_rope_store(G, &as, &kv, dq, dk, dv, dqw, dkw, 1e-6f, T, pos, dct, dst), what);
+    CHECK_OP(G, G->i->rmsnorm(G, dq2, hd, dq2, hd, dqw, hd, T * nh, 1e-6f), what);
+    CHECK_OP(G, G->i->rmsnorm(G, dk2, hd, dk2, hd, dkw, hd, T * nkv, 1e-6f), what);
+    CHECK_OP(G, G->i->rope(G, dq2, T, nh, hd, pos, dct, dst), what);
+    CHECK_OP(G, G->i->rope(G, dk2, T, nkv, hd, pos, dct, dst), what);
+    CHECK_OP(G, G->i->kv_store(G, kdt, kc2, nkv * hd, dk2, T, pos), what);
+    CHECK_OP(G, G->i->kv_store(G, kdt, vc2, nkv * hd, dv, T, pos), what);
+    float *a = malloc(nq * 4), *b = malloc(nq * 4);
+    unsigned char *ca = malloc(cb), *cbuf = malloc(cb);
+    dget(a, dq, nq * 4); dget(b, dq2, nq * 4);
+    CHECK(same_bits(a, b, nq * 4), "%s: q differs", what);
+    dget(a, dk, nk * 4); dget(b, dk2, nk * 4);
+    CHECK(same_bits(a, b, nk * 4), "%s: k differs", what);
+    dget(ca, kc, cb); dget(cbuf, kc2, cb);
+    CHECK(same_bits(ca, cbuf, cb), "%s: k cache differs", what);
+    dget(ca, vc, cb); dget(cbuf, vc2, cb);
+    CHECK(same_bits(ca, cbuf, cb), "%s: v cache differs", what);
+    dfree(dq); dfree(dk); dfree(dv); dfree(dq2); dfree(dk2); dfree(dqw); dfree(dkw); dfree(dct); dfree(dst);
+    dfree(kc); dfree(vc); dfree(kc2); dfree(vc2); dfree(dbase);
+    free(q); free(k); free(v); free(qw); free(kw); free(ct); free(st); free(a); free(b); free(ca); free(cbuf);
 }
 
 /* ---- embed, rmsnorm, rope, silu_mul, add, kv_store ---- */
@@ -445,6 +617,17 @@ int main(void) {
         test_matmul_n(gs[k], 3, qkv, 256, SPECDEC_DTYPE_BF16, 4, 32);
         CHECK(gs[k]->i->sync(gs[k], &E) == SPECDEC_OK, "sync: %s", E.msg);
     }
+    /* the fused ops at both precisions: the int8 preparation applies the norm and SwiGLU itself */
+    const int fq[3] = {256, 64, 64}, fg[3] = {300, 300, 0};
+    for (int k = 0; k < 2; k++) {
+        if (!gs[k]) continue;
+        test_fused_mm(gs[k], 3, fq, 1024, SPECDEC_DTYPE_BF16, 4, 64);   /* a norm by one warp */
+        test_fused_mm(gs[k], 2, fg, 4096, SPECDEC_DTYPE_BF16, 4, 64);   /* a norm by one block */
+        test_fused_mm(gs[k], 3, odd, 1152, SPECDEC_DTYPE_F16, 8, 64);   /* 8-bit, a quad half full */
+        test_fused_mm(gs[k], 2, fg, 512, SPECDEC_DTYPE_BF16, 0, 0);     /* dense: the ops one by one */
+        test_fused_mm(gs[k], 1, fq, 2048, SPECDEC_DTYPE_BF16, 4, 32);   /* group 32: f32 at either precision */
+        CHECK(gs[k]->i->sync(gs[k], &E) == SPECDEC_OK, "sync: %s", E.msg);
+    }
     if (G8) sd_backend_free(G8);
     if (R8) sd_backend_free(R8);
     G8 = R8 = NULL;
@@ -455,6 +638,12 @@ int main(void) {
     const int ns[] = {16, 128, 384, 1024, 1025, 4096};
     for (int i = 0; i < 6; i++) test_rmsnorm(ns[i]);
     test_pointwise();
+    test_qkv_fused(32, 8, 128, SD_KV_BF16, 1);
+    test_qkv_fused(32, 8, 128, SD_KV_BF16, 5);
+    test_qkv_fused(16, 8, 128, SD_KV_F32, 9);
+    test_qkv_fused(6, 2, 64, SD_KV_F16, 3);
+    test_qkv_fused(4, 1, 256, SD_KV_BF16, 2);
+    test_qkv_fused(3, 3, 18, SD_KV_F32, 4);   /* half a head is not a whole number of lanes */
     test_attention(4, 2, 64, SD_KV_F32, 0);
     test_attention(6, 2, 128, SD_KV_BF16, 100);
     test_attention(8, 8, 16, SD_KV_F16, 300);

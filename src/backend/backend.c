@@ -209,6 +209,53 @@ specdec_status sd_be_matmul_n(sd_backend *b, int n, const sd_mat *const *W, cons
     return SPECDEC_OK;
 }
 
+specdec_status sd_be_norm_matmul_n(sd_backend *b, const float *w, float eps, const float *x, int ldx, float *xn,
+                                   int ldxn, int n, const sd_mat *const *W, float *const *y, const int *ldy, int T) {
+    if (n < 1 || n > SD_MATMUL_N_MAX || !W || !W[0])
+        return sd_fail(&b->err, SPECDEC_ERR_INVALID_ARG, "norm_matmul_n: %d matrices (1..%d)", n, SD_MATMUL_N_MAX);
+    if (b->i->norm_matmul_n) return b->i->norm_matmul_n(b, w, eps, x, ldx, xn, ldxn, n, W, y, ldy, T);
+    SD_TRY(b->i->rmsnorm(b, xn, ldxn, x, ldx, w, W[0]->cols, T, eps));
+    return sd_be_matmul_n(b, n, W, xn, ldxn, y, ldy, T);
+}
+
+/* y += tmp row by row (one add over the whole block when the rows are contiguous) */
+static specdec_status add_rows(sd_backend *b, float *y, int ldy, const float *tmp, int rows, int T) {
+    if (ldy == rows) return b->i->add(b, y, tmp, (size_t)T * (size_t)rows);
+    for (int t = 0; t < T; t++) SD_TRY(b->i->add(b, y + (size_t)t * ldy, tmp + (size_t)t * ldy, (size_t)rows));
+    return SPECDEC_OK;
+}
+
+specdec_status sd_be_matmul_add(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T,
+                                float *tmp) {
+    if (b->i->matmul_add) return b->i->matmul_add(b, W, x, ldx, y, ldy, T);
+    if (!W || !tmp) return sd_fail(&b->err, SPECDEC_ERR_INVALID_ARG, "matmul_add: NULL weight or scratch");
+    SD_TRY(b->i->matmul(b, W, x, ldx, tmp, ldy, T));
+    return add_rows(b, y, ldy, tmp, W->rows, T);
+}
+
+specdec_status sd_be_swiglu_matmul_add(sd_backend *b, const sd_mat *W, float *g, const float *u, float *y, int ldy,
+                                       int T, float *tmp) {
+    if (b->i->swiglu_matmul_add) return b->i->swiglu_matmul_add(b, W, g, u, y, ldy, T);
+    if (!W || !tmp) return sd_fail(&b->err, SPECDEC_ERR_INVALID_ARG, "swiglu_matmul_add: NULL weight or scratch");
+    SD_TRY(b->i->silu_mul(b, g, u, W->cols, T));
+    SD_TRY(b->i->matmul(b, W, g, W->cols, tmp, ldy, T));
+    return add_rows(b, y, ldy, tmp, W->rows, T);
+}
+
+specdec_status sd_be_qk_norm_rope_store(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
+                                        float *k, const float *v, const float *qw, const float *kw, float eps, int T,
+                                        sd_pos pos, const float *cos_t, const float *sin_t) {
+    if (b->i->qk_norm_rope_store) return b->i->qk_norm_rope_store(b, s, kv, q, k, v, qw, kw, eps, T, pos, cos_t, sin_t);
+    if (!s || !kv) return sd_fail(&b->err, SPECDEC_ERR_INVALID_ARG, "qk_norm_rope_store: NULL shape or cache");
+    const int hd = s->head_dim, nh = s->n_heads, nkv = s->n_kv_heads, kd = nkv * hd;
+    SD_TRY(b->i->rmsnorm(b, q, hd, q, hd, qw, hd, T * nh, eps));
+    SD_TRY(b->i->rmsnorm(b, k, hd, k, hd, kw, hd, T * nkv, eps));
+    SD_TRY(b->i->rope(b, q, T, nh, hd, pos, cos_t, sin_t));
+    SD_TRY(b->i->rope(b, k, T, nkv, hd, pos, cos_t, sin_t));
+    SD_TRY(b->i->kv_store(b, s->kv_dtype, kv->k, kd, k, T, pos));
+    return b->i->kv_store(b, s->kv_dtype, kv->v, kd, v, T, pos);
+}
+
 specdec_status sd_be_fail(sd_backend *b, specdec_err *err, specdec_status st, const char *what) {
     if (b->err.status != SPECDEC_OK && b->err.msg[0]) {
         if (err) { *err = b->err; err->status = st; }

@@ -161,6 +161,24 @@ typedef struct sd_backend_i {
     specdec_status (*copy_row)(sd_backend *b, float *dst, const float *src, int ld, int n, const int32_t *idx,
                                int off);
 
+    /* ---- fused ops (optional: NULL = the ops they stand for, one after another; call them
+     * through the sd_be_* helpers below, which fall back). Each gives every value bit for bit
+     * what those ops give; a device saves the launches between them. ---- */
+    /* xn (T, ldxn) = rmsnorm(x (T, ldx)) * w over W[0]->cols entries, then matmul_n over xn. */
+    specdec_status (*norm_matmul_n)(sd_backend *b, const float *w, float eps, const float *x, int ldx, float *xn,
+                                    int ldxn, int n, const sd_mat *const *W, float *const *y, const int *ldy, int T);
+    /* y (T, ldy) += x (T, ldx) . W^T: each value y + the matmul's value (matmul, then add). */
+    specdec_status (*matmul_add)(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T);
+    /* g (T, n) = silu(g) * u with n = W->cols (silu_mul), then y (T, ldy) += g . W^T (matmul_add). */
+    specdec_status (*swiglu_matmul_add)(sd_backend *b, const sd_mat *W, float *g, const float *u, float *y, int ldy,
+                                        int T);
+    /* Qwen3's steps from the q/k/v projections to attention: q (T, nh*hd) and k (T, nkv*hd) normed
+     * per head (rmsnorm by qw / kw over hd) and rotated (rope) in place, then k and v stored into
+     * the layer's caches (kv_store) at pos(t). */
+    specdec_status (*qk_norm_rope_store)(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
+                                         float *k, const float *v, const float *qw, const float *kw, float eps, int T,
+                                         sd_pos pos, const float *cos_t, const float *sin_t);
+
     /* ---- tensor parallelism (optional: NULL on a backend of one rank; src/tp/) ---- */
     /* x (n) = the sum over the ranks of each rank's x, bitwise identical on every rank and
      * independent of n (a row's sum never depends on T). scratch: n_ranks * n floats. */
@@ -172,7 +190,7 @@ typedef struct sd_backend_i {
 
 /* The members of a backend's table, each named after the backend's prefix P (P_free, P_matmul,
  * ...): the list is written once here, so a new op reaches every backend's table in one place.
- * Optional members (matmul_n, lm_argmax, the tensor-parallel hooks) are set beside these by the backends
+ * Optional members (matmul_n, lm_argmax, the fused ops, the tensor-parallel hooks) are set beside these by the backends
  * that have them; a backend without recordings and device timers leaves SD_BACKEND_RECORDING out. */
 #define SD_BACKEND_MEMORY(P)                                                                          \
     .free = P##_free, .kernels = P##_kernels, .supports = P##_supports, .alloc = P##_alloc,           \
@@ -271,6 +289,17 @@ specdec_status sd_be_fail(sd_backend *b, specdec_err *err, specdec_status st, co
 /* matmul_n where the backend has it, else one matmul per matrix (backend.h's matmul_n). */
 specdec_status sd_be_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
                               const int *ldy, int T);
+/* The fused ops (backend.h) where the backend has them, else the ops they stand for. tmp: scratch
+ * of T x ldy floats for the fallback of the two that add into y. */
+specdec_status sd_be_norm_matmul_n(sd_backend *b, const float *w, float eps, const float *x, int ldx, float *xn,
+                                   int ldxn, int n, const sd_mat *const *W, float *const *y, const int *ldy, int T);
+specdec_status sd_be_matmul_add(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T,
+                                float *tmp);
+specdec_status sd_be_swiglu_matmul_add(sd_backend *b, const sd_mat *W, float *g, const float *u, float *y, int ldy,
+                                       int T, float *tmp);
+specdec_status sd_be_qk_norm_rope_store(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
+                                        float *k, const float *v, const float *qw, const float *kw, float eps, int T,
+                                        sd_pos pos, const float *cos_t, const float *sin_t);
 /* Write one int32 (host value) into backend memory. */
 specdec_status sd_be_write_i32(sd_backend *b, int32_t *dst, int32_t v, specdec_err *err);
 

@@ -494,6 +494,8 @@ static bool cu_supports(const sd_backend *b, sd_op op, const sd_op_desc *d) {
 
 static const sd_backend_i cuda_i = {
     SD_BACKEND_MEMORY(cu), SD_BACKEND_RECORDING(cu), SD_BACKEND_OPS(cu), .matmul_n = cu_matmul_n, .lm_argmax = cu_lm_argmax,
+    .norm_matmul_n = cu_norm_matmul_n, .matmul_add = cu_matmul_add, .swiglu_matmul_add = cu_swiglu_matmul_add,
+    .qk_norm_rope_store = cu_qk_norm_rope_store,
 };
 
 bool sd_backend_cuda_available(void) {

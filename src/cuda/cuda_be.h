@@ -99,6 +99,13 @@ specdec_status cu_kv_store(sd_backend *b, sd_kv_dtype_e dt, void *cache, int row
 specdec_status cu_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, const float *q, float *out,
                             int T, sd_pos pos);
 specdec_status cu_argmax(sd_backend *b, const float *logits, int n, int T, const int32_t *map, int32_t *out);
+specdec_status cu_norm_matmul_n(sd_backend *b, const float *w, float eps, const float *x, int ldx, float *xn,
+                                int ldxn, int n, const sd_mat *const *W, float *const *y, const int *ldy, int T);
+specdec_status cu_matmul_add(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T);
+specdec_status cu_swiglu_matmul_add(sd_backend *b, const sd_mat *W, float *g, const float *u, float *y, int ldy, int T);
+specdec_status cu_qk_norm_rope_store(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q, float *k,
+                                     const float *v, const float *qw, const float *kw, float eps, int T, sd_pos pos,
+                                     const float *cos_t, const float *sin_t);
 specdec_status cu_lm_argmax(sd_backend *b, const sd_mat *W, const float *x, int ldx, int T, const int32_t *map,
                             int32_t *out);
 specdec_status cu_sample(sd_backend *b, const specdec_sampling_params *p, const float *logits, int n, int vocab,

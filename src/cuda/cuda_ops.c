@@ -9,6 +9,7 @@
 #include "cuda/gather.h"
 #include "cuda/matmul.h"
 #include "cuda/pointwise.h"
+#include "cuda/qkv.h"
 #include "cuda/rmsnorm.h"
 #include "cuda/sample.h"
 #include "cuda/walk.h"
@@ -134,22 +135,20 @@ specdec_status cu_matmul(sd_backend *b, const sd_mat *W, const float *x, int ldx
     return cu_op_end(c, sdc_matmul(&p, &c->dev), "matmul");
 }
 
-/* Matrices over the same x: one launch (and one int8 preparation) when they lie end to end in
- * memory (sd_be_upload_mats) with the same format, columns, group and scale dtype, their rows
- * stored into their outputs; one launch each otherwise. A row's arithmetic is the same either
- * way (mm_core.cuh: it depends on the columns and the format only). */
-specdec_status cu_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
-                           const int *ldy, int T) {
-    cuda_be *c = cu_of(b);
-    OP_BEGIN(c);
+/* Matrices over the same x as one launch's parameters: *joined when they lie end to end in
+ * memory (sd_be_upload_mats) with the same format, columns, group and scale dtype (f, their rows
+ * stored into their outputs), else p[i] one per matrix. A row's arithmetic is the same either way
+ * (mm_core.cuh: it depends on the columns and the format only). */
+static specdec_status mm_join(cuda_be *c, const char *op, int n, const sd_mat *const *W, const float *x, int ldx,
+                              float *const *y, const int *ldy, int T, sdc_mm_params *p, sdc_mm_params *f,
+                              bool *joined) {
     if (n < 1 || n > SDC_MM_SEGS || !W || !y || !ldy)
-        return BAD(c, SPECDEC_ERR_INVALID_ARG, "matmul_n: %d matrices (1..%d) or NULL lists", n, SDC_MM_SEGS);
-    sdc_mm_params p[SDC_MM_SEGS];
-    bool fuse = n > 1;
+        return BAD(c, SPECDEC_ERR_INVALID_ARG, "%s: %d matrices (1..%d) or NULL lists", op, n, SDC_MM_SEGS);
+    bool fuse = true;
     for (int i = 0; i < n; i++) {
-        SD_TRY(mm_params(c, "matmul", W[i], x, ldx, T, &p[i]));
+        SD_TRY(mm_params(c, op, W[i], x, ldx, T, &p[i]));
         if (!y[i] || ldy[i] < W[i]->rows)
-            return BAD(c, SPECDEC_ERR_INVALID_ARG, "matmul (%d of %d): NULL output or ldy %d < rows %d", i + 1, n, ldy[i],
+            return BAD(c, SPECDEC_ERR_INVALID_ARG, "%s (%d of %d): NULL output or ldy %d < rows %d", op, i + 1, n, ldy[i],
                        W[i]->rows);
         p[i].y = y[i];
         p[i].ldy = ldy[i];
@@ -162,21 +161,125 @@ specdec_status cu_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const f
                              (const char *)B->biases != (const char *)A->biases + sd_mat_sbytes(A)))
             fuse = false;
     }
-    if (!fuse) {
+    *f = p[0];
+    if (fuse && n > 1) {
+        f->nseg = n;
+        for (int i = 1; i < n; i++) {
+            f->seg[i] = (sdc_mm_seg){p[i].y, p[i].ldy, f->rows};
+            f->rows += p[i].rows;
+        }
+    }
+    *joined = fuse;
+    return SPECDEC_OK;
+}
+
+/* Matrices over the same x: one launch (and one int8 preparation) when mm_join joins them, one
+ * launch each otherwise. */
+specdec_status cu_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
+                           const int *ldy, int T) {
+    cuda_be *c = cu_of(b);
+    OP_BEGIN(c);
+    sdc_mm_params p[SDC_MM_SEGS], f;
+    bool joined;
+    SD_TRY(mm_join(c, "matmul_n", n, W, x, ldx, y, ldy, T, p, &f, &joined));
+    if (!joined) {
         for (int i = 0; i < n; i++) {
             SD_TRY(i8_scratch(c, &p[i], T));
             SD_TRY(cu_op_end(c, sdc_matmul(&p[i], &c->dev), "matmul"));
         }
         return SPECDEC_OK;
     }
-    sdc_mm_params f = p[0];
-    f.nseg = n;
-    for (int i = 1; i < n; i++) {
-        f.seg[i] = (sdc_mm_seg){p[i].y, p[i].ldy, f.rows};
-        f.rows += p[i].rows;
-    }
     SD_TRY(i8_scratch(c, &f, T));
     return cu_op_end(c, sdc_matmul(&f, &c->dev), "matmul");
+}
+
+/* rmsnorm then matmul_n. Where the matrices join into one int8 launch, its preparation kernel
+ * norms x itself (rms_core.cuh: the bits rmsnorm.cu gives), writing xn as rmsnorm would and
+ * quantizing it: one launch fewer. Else rmsnorm, then matmul_n. */
+specdec_status cu_norm_matmul_n(sd_backend *b, const float *w, float eps, const float *x, int ldx, float *xn,
+                                int ldxn, int n, const sd_mat *const *W, float *const *y, const int *ldy, int T) {
+    cuda_be *c = cu_of(b);
+    OP_BEGIN(c);
+    if (!w || !x || !xn || n < 1 || !W || !W[0]) return BAD(c, SPECDEC_ERR_INVALID_ARG, "norm_matmul_n: NULL argument");
+    const int cols = W[0]->cols;
+    if (T < 0 || ldx < cols || ldxn < cols || (xn == x && ldxn != ldx))
+        return BAD(c, SPECDEC_ERR_INVALID_ARG, "norm_matmul_n: bad shape (cols %d, T %d, ldx %d, ldxn %d)", cols, T, ldx,
+                   ldxn);
+    sdc_mm_params p[SDC_MM_SEGS], f;
+    bool joined;
+    SD_TRY(mm_join(c, "norm_matmul_n", n, W, xn, ldxn, y, ldy, T, p, &f, &joined));
+    if (!joined || !sdc_mm_i8(f.fmt)) {
+        SD_TRY(cu_op_end(c, sdc_rmsnorm(xn, ldxn, x, ldx, w, cols, T, eps, &c->dev), "rmsnorm"));
+        return cu_matmul_n(b, n, W, xn, ldxn, y, ldy, T);
+    }
+    f.x = x;
+    f.ldx = ldx;
+    f.xvec = aligned16(x) && ldx % 4 == 0;
+    f.pre = SDC_PRE_RMSNORM;
+    f.pre_w = w;
+    f.pre_eps = eps;
+    f.pre_out = xn;
+    f.pre_ld = ldxn;
+    SD_TRY(i8_scratch(c, &f, T));
+    return cu_op_end(c, sdc_matmul(&f, &c->dev), "norm_matmul_n");
+}
+
+specdec_status cu_matmul_add(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T) {
+    cuda_be *c = cu_of(b);
+    OP_BEGIN(c);
+    sdc_mm_params p;
+    SD_TRY(mm_params(c, "matmul_add", W, x, ldx, T, &p));
+    if (!y || ldy < W->rows)
+        return BAD(c, SPECDEC_ERR_INVALID_ARG, "matmul_add: NULL output or ldy %d < rows %d", ldy, W->rows);
+    p.y = y;
+    p.ldy = ldy;
+    p.acc = 1;
+    SD_TRY(i8_scratch(c, &p, T));
+    return cu_op_end(c, sdc_matmul(&p, &c->dev), "matmul_add");
+}
+
+/* silu_mul, then matmul_add over g; for an int8 W the preparation kernel applies silu(g) * u
+ * itself (pointwise.cu's expression), writing g as silu_mul would: one launch fewer. */
+specdec_status cu_swiglu_matmul_add(sd_backend *b, const sd_mat *W, float *g, const float *u, float *y, int ldy, int T) {
+    cuda_be *c = cu_of(b);
+    OP_BEGIN(c);
+    if (!g || !u) return BAD(c, SPECDEC_ERR_INVALID_ARG, "swiglu_matmul_add: NULL argument");
+    sdc_mm_params p;
+    SD_TRY(mm_params(c, "swiglu_matmul_add", W, g, W ? W->cols : 0, T, &p));
+    if (!y || ldy < W->rows)
+        return BAD(c, SPECDEC_ERR_INVALID_ARG, "swiglu_matmul_add: NULL output or ldy %d < rows %d", ldy, W->rows);
+    p.y = y;
+    p.ldy = ldy;
+    p.acc = 1;
+    if (sdc_mm_i8(p.fmt)) {
+        p.pre = SDC_PRE_SWIGLU;
+        p.pre_u = u;
+        p.pre_out = g;
+        p.pre_ld = W->cols;
+    } else {
+        SD_TRY(cu_op_end(c, sdc_silu_mul(g, u, (size_t)W->cols * (size_t)T, &c->dev), "silu_mul"));
+    }
+    SD_TRY(i8_scratch(c, &p, T));
+    return cu_op_end(c, sdc_matmul(&p, &c->dev), "swiglu_matmul_add");
+}
+
+specdec_status cu_qk_norm_rope_store(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q, float *k,
+                                     const float *v, const float *qw, const float *kw, float eps, int T, sd_pos pos,
+                                     const float *cos_t, const float *sin_t) {
+    cuda_be *c = cu_of(b);
+    OP_BEGIN(c);
+    if (!s || !kv || !kv->k || !kv->v || !q || !k || !v || !qw || !kw || !pos.base || !cos_t || !sin_t)
+        return BAD(c, SPECDEC_ERR_INVALID_ARG, "qk_norm_rope_store: NULL argument");
+    if (T < 0 || s->n_heads <= 0 || s->n_kv_heads <= 0 || s->head_dim < 2 || s->head_dim % 2 ||
+        s->head_dim > SDC_QKV_MAX_HD)
+        return BAD(c, SPECDEC_ERR_UNSUPPORTED, "qk_norm_rope_store: shape (heads %d, kv heads %d, head_dim %d; even, up to %d)",
+                   s->n_heads, s->n_kv_heads, s->head_dim, SDC_QKV_MAX_HD);
+    const int kd = kvdt(s->kv_dtype);
+    if (kd < 0) return BAD(c, SPECDEC_ERR_UNSUPPORTED, "qk_norm_rope_store: KV dtype %d", (int)s->kv_dtype);
+    sdc_qkv_params p = {.q = q, .k = k, .v = v, .qw = qw, .kw = kw, .eps = eps, .T = T, .nh = s->n_heads,
+                        .nkv = s->n_kv_heads, .hd = s->head_dim, .pos_base = pos.base, .pos_off = pos.off,
+                        .cos_t = cos_t, .sin_t = sin_t, .kv_dt = kd, .kc = kv->k, .vc = kv->v};
+    return cu_op_end(c, sdc_qk_norm_rope_store(&p, &c->dev), "qk_norm_rope_store");
 }
 
 specdec_status cu_lm_argmax(sd_backend *b, const sd_mat *W, const float *x, int ldx, int T, const int32_t *map,

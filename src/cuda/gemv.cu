@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 && !NARROW ? 3 : 1)
                 if (rr >= p.rows) continue;
 #pragma unroll
                 for (int t = 0; t < TT; t++)
-                    if (t < p.T) *mm_out(p, rr, t) = acc[r][t];
+                    if (t < p.T) mm_store(p, rr, t, acc[r][t]);
             }
         }
     }

@@ -55,6 +55,7 @@
 #include "cuda/argmax.h"
 #include "cuda/gemv.h"
 #include "cuda/mm_core.cuh"
+#include "cuda/rms_core.cuh"
 
 namespace {
 
@@ -129,7 +130,7 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
                     for (int t = 0; t < TT; t++) {
                         if (tb + t >= p.T) continue;
                         if (LMA) sdc_best_offer(&wb[warp * p.T + tb + t], acc[r][t], rr);
-                        else *mm_out(p, rr, tb + t) = acc[r][t];
+                        else mm_store(p, rr, tb + t, acc[r][t]);
                     }
                 }
             }
@@ -145,8 +146,10 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
     }
 }
 
-/* The int8 form of x for an int8-format call (mm_core.cuh): a warp per 128 columns of a token. */
-template <int BITS>
+/* The int8 form of x for an int8-format call (mm_core.cuh): a warp per 128 columns of a token.
+ * With p.pre == SDC_PRE_SWIGLU the four columns are silu(g) * u first (pointwise.cu's
+ * expression), written to pre_out, then quantized. */
+template <int BITS, int PRE>
 __global__ void __launch_bounds__(256) i8_prep_kernel(const sdc_mm_params p) {
     sdc_grid_enter();
     constexpr int XG = BITS == 4 ? 2 : 1;
@@ -154,17 +157,73 @@ __global__ void __launch_bounds__(256) i8_prep_kernel(const sdc_mm_params p) {
     const int item = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (item >= p.T * nq) return;   /* the whole warp */
     const int t = item / nq, qd = item - t * nq, col = qd * 128 + 4 * lane;
-    const float4 v = mm_x4(p, p.x + (size_t)t * (size_t)p.ldx, col);
+    float4 v;
+    if constexpr (PRE == SDC_PRE_SWIGLU) {
+        /* plain loads: pre_out may be x itself (each entry is read by the thread that writes it) */
+        const float *g = p.x + (size_t)t * (size_t)p.ldx, *u = p.pre_u + (size_t)t * (size_t)p.ldx;
+        float *o = p.pre_out + (size_t)t * (size_t)p.pre_ld;
+        float f[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            f[k] = 0.0f;
+            if (col + k < p.cols) {
+                const float gv = g[col + k];
+                f[k] = gv / (1.0f + expf(-gv)) * u[col + k];
+                o[col + k] = f[k];
+            }
+        }
+        v = make_float4(f[0], f[1], f[2], f[3]);
+    } else {
+        v = mm_x4(p, p.x + (size_t)t * (size_t)p.ldx, col);
+    }
     mm_i8_quad<BITS>(v, lane, (unsigned char *)((uint4 *)p.xq + (size_t)t * p.ncp * XG), (float2 *)p.xsd + (size_t)t * p.ncp,
                      qd);
 }
 
+/* The int8 form of rmsnorm(x) * pre_w, a block of SDC_RN_THREADS per token: the row's scale by
+ * rms_core.cuh (the order rmsnorm.cu gives a row of cols entries), then warp w normalizes and
+ * quantizes quads w, w + 8, ..., writing the normed row to pre_out as rmsnorm.cu would. */
+template <int BITS>
+__global__ void __launch_bounds__(SDC_RN_THREADS) i8_prep_norm_kernel(const sdc_mm_params p) {
+    __shared__ float ws[SDC_RN_THREADS / 32];
+    sdc_grid_enter();
+    constexpr int XG = BITS == 4 ? 2 : 1;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = p.cols;
+    const int nq = p.ncp * (BITS == 4 ? 32 : 16) / 128, t = blockIdx.x;
+    const float *xr = p.x + (size_t)t * (size_t)p.ldx;
+    float *o = p.pre_out + (size_t)t * (size_t)p.pre_ld;
+    const float inv = n <= SDC_RN_WARP_N ? sdc_rms_inv_warp(xr, n, p.pre_eps, lane) : sdc_rms_inv_block(xr, n, p.pre_eps, ws);
+    __syncthreads();   /* every read of x for the scale is done before pre_out (which may be x) is written */
+    unsigned char *xb = (unsigned char *)((uint4 *)p.xq + (size_t)t * p.ncp * XG);
+    float2 *sd = (float2 *)p.xsd + (size_t)t * p.ncp;
+    for (int qd = warp; qd < nq; qd += SDC_RN_THREADS / 32) {
+        const int col = qd * 128 + 4 * lane;
+        float f[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) f[k] = col + k < n ? sdc_rms_apply(xr[col + k], inv, __ldg(p.pre_w + col + k)) : 0.0f;
+        mm_i8_quad<BITS>(make_float4(f[0], f[1], f[2], f[3]), lane, xb, sd, qd);
+        /* stored after the quad's shuffles: x of this warp's columns is no longer read */
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            if (col + k < n) o[col + k] = f[k];
+    }
+}
+
 cudaError_t i8_prep(const sdc_mm_params *p, const sdc_dev *d) {
-    if (!sdc_mm_i8(p->fmt)) return cudaSuccess;
+    if (!sdc_mm_i8(p->fmt)) return p->pre == SDC_PRE_NONE ? cudaSuccess : cudaErrorInvalidValue;
     if (!p->xq || !p->xsd || p->ncp != sdc_mm_ncp(p->fmt, p->cols)) return cudaErrorInvalidValue;
+    const bool q4 = p->fmt == SDC_MM_Q4I;
+    if (p->pre == SDC_PRE_RMSNORM) {
+        if (!p->pre_w || !p->pre_out || p->pre_ld < p->cols) return cudaErrorInvalidValue;
+        return sdc_launch(d, q4 ? i8_prep_norm_kernel<4> : i8_prep_norm_kernel<8>, p->T, SDC_RN_THREADS, 0, *p);
+    }
     const long items = (long)p->T * (p->ncp * sdc_mm_chunk_cols(p->fmt) / 128);
     const int blocks = (int)((items + 7) / 8);
-    return sdc_launch(d, p->fmt == SDC_MM_Q4I ? i8_prep_kernel<4> : i8_prep_kernel<8>, blocks, 256, 0, *p);
+    if (p->pre == SDC_PRE_SWIGLU) {
+        if (!p->pre_u || !p->pre_out || p->pre_ld < p->cols) return cudaErrorInvalidValue;
+        return sdc_launch(d, q4 ? i8_prep_kernel<4, SDC_PRE_SWIGLU> : i8_prep_kernel<8, SDC_PRE_SWIGLU>, blocks, 256, 0, *p);
+    }
+    return sdc_launch(d, q4 ? i8_prep_kernel<4, SDC_PRE_NONE> : i8_prep_kernel<8, SDC_PRE_NONE>, blocks, 256, 0, *p);
 }
 
 typedef void (*mm_fn)(const sdc_mm_params, const int, const int);
@@ -268,12 +327,21 @@ extern "C" cudaError_t sdc_mm_init(int bytes, int gv_bytes) {
     return cudaSuccess;
 }
 
-extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p, const sdc_dev *d) {
-    if (p->T <= 0 || p->rows <= 0) return cudaSuccess;
+extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
+    if (p0->T <= 0 || p0->rows <= 0) return cudaSuccess;
     Plan pl;
-    cudaError_t e = mm_plan(p, d, false, &pl);
-    if (e == cudaSuccess) e = i8_prep(p, d);
+    cudaError_t e = mm_plan(p0, d, false, &pl);
+    if (e == cudaSuccess) e = i8_prep(p0, d);
     if (e != cudaSuccess) return e;
+    /* after a preparation step, the matmul's x is what that step wrote */
+    sdc_mm_params q = *p0;
+    if (q.pre != SDC_PRE_NONE) {
+        q.x = q.pre_out;
+        q.ldx = q.pre_ld;
+        q.xvec = ((uintptr_t)q.x & 15u) == 0 && q.ldx % 4 == 0;
+        q.pre = SDC_PRE_NONE;
+    }
+    const sdc_mm_params *p = &q;
     if (pl.use_gv) return sdc_gv_launch(&pl.gv, p, d);
     return sdc_launch(d, pl.fn, pl.grid, pl.nw * 32, pl.smem, *p, pl.tile_ch, pl.nrb);
 }

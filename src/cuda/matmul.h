@@ -16,6 +16,9 @@ extern "C" {
  * columns (Q4I, Q8I: precision int8, mm_core.cuh). */
 enum { SDC_MM_F32 = 0, SDC_MM_F16, SDC_MM_BF16, SDC_MM_Q4, SDC_MM_Q8, SDC_MM_Q4I, SDC_MM_Q8I, SDC_MM_NFMT };
 
+/* Steps the int8 preparation may apply to x first (sdc_mm_params.pre). */
+enum { SDC_PRE_NONE = 0, SDC_PRE_RMSNORM, SDC_PRE_SWIGLU };
+
 /* Columns of one 16-byte chunk of a row. */
 static inline int sdc_mm_chunk_cols(int fmt) {
     return fmt == SDC_MM_Q4 || fmt == SDC_MM_Q4I ? 32 : fmt == SDC_MM_Q8 || fmt == SDC_MM_Q8I ? 16 : fmt == SDC_MM_F32 ? 4 : 8;
@@ -76,6 +79,18 @@ typedef struct sdc_mm_params {
      * [seg[s].row0, ...) to seg[s] (seg[0] unused). Only where a row is stored changes. */
     int nseg;
     sdc_mm_seg seg[SDC_MM_SEGS];
+    /* 1: every stored value is added to what its output held (y + the row's value, one rounding:
+     * what matmul into scratch and then add give); the residual adds of a layer */
+    int acc;
+    /* int8 formats only: a step the preparation kernel applies to x before quantizing it, its
+     * result written to pre_out (T, pre_ld) as the op it stands for would write it.
+     * SDC_PRE_RMSNORM: rmsnorm of x's cols entries by pre_w with pre_eps (rms_core.cuh's order);
+     * SDC_PRE_SWIGLU: silu(x) * pre_u (pre_u: T rows of ldx), as pointwise.cu's silu_mul. */
+    int pre;
+    const float *pre_w, *pre_u;
+    float pre_eps;
+    float *pre_out;
+    int pre_ld;
     /* lm_argmax only */
     sdc_best *part;       /* (T, grid) scratch: each block's best row per token */
     const int32_t *map;   /* NULL or (rows): row index -> token id */

@@ -43,6 +43,12 @@ SDC_D float *mm_out(const sdc_mm_params &p, int row, int t) {
     return y + (size_t)t * (size_t)ldy + (size_t)(row - row0);
 }
 
+/* Store token t's value v of launch row `row`: into its output, or added to it (p.acc). */
+SDC_D void mm_store(const sdc_mm_params &p, int row, int t, float v) {
+    float *o = mm_out(p, row, t);
+    *o = p.acc ? *o + v : v;
+}
+
 template <int FMT>
 SDC_D uint4 mm_load16(const sdc_mm_params &p, size_t rowbytes, int row, int c) {
     using F = Fmt<FMT>;

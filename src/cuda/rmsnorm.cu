@@ -1,16 +1,16 @@
 /* rmsnorm.cu: RMSNorm of T rows. The sum of squares of a row is reduced in an order fixed by n
  * alone: rows of up to RN_WARP_N entries by one warp (lane l accumulates entries l, l+32, ... with
  * fmaf, then the xor butterfly), longer rows by a block of RN_THREADS (thread i accumulates i,
- * i+256, ..., warp butterflies, then the 8 warp sums in warp order). Then
+ * i+256, ..., warp butterflies, then the 8 warp sums in warp order: rms_core.cuh). Then
  * inv = 1 / sqrtf(ss / n + eps) (IEEE division and square root) and out_i = x_i * inv * w_i.
  * x is read with plain loads: out may alias it (each element is read by the thread that later
  * writes it, before it writes). */
 #include "cuda/rmsnorm.h"
-#include "cuda/common.cuh"
+#include "cuda/rms_core.cuh"
 
 namespace {
 
-constexpr int RN_THREADS = 256, RN_WARP_N = 1024;
+constexpr int RN_THREADS = SDC_RN_THREADS, RN_WARP_N = SDC_RN_WARP_N;
 
 /* 8 rows per block, one warp each */
 __global__ void __launch_bounds__(RN_THREADS) rms_warp(float *out, int ldo, const float *x, int ldx, const float *w,
@@ -20,11 +20,8 @@ __global__ void __launch_bounds__(RN_THREADS) rms_warp(float *out, int ldo, cons
     if (row >= T) return;   /* whole warps: no block-wide barrier below */
     const float *xr = x + (size_t)row * ldx;
     float *o = out + (size_t)row * ldo;
-    float ss = 0.0f;
-    for (int i = lane; i < n; i += 32) ss = fmaf(xr[i], xr[i], ss);
-    ss = sdc_warp_sum(ss);
-    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
-    for (int i = lane; i < n; i += 32) o[i] = xr[i] * inv * __ldg(w + i);
+    const float inv = sdc_rms_inv_warp(xr, n, eps, lane);
+    for (int i = lane; i < n; i += 32) o[i] = sdc_rms_apply(xr[i], inv, __ldg(w + i));
 }
 
 /* one row per block */
@@ -34,16 +31,8 @@ __global__ void __launch_bounds__(RN_THREADS) rms_block(float *out, int ldo, con
     __shared__ float ws[RN_THREADS / 32];
     const float *xr = x + (size_t)blockIdx.x * ldx;
     float *o = out + (size_t)blockIdx.x * ldo;
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < n; i += RN_THREADS) ss = fmaf(xr[i], xr[i], ss);
-    ss = sdc_warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) ws[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float tot = ws[0];
-#pragma unroll
-    for (int k = 1; k < RN_THREADS / 32; k++) tot = tot + ws[k];
-    const float inv = 1.0f / sqrtf(tot / (float)n + eps);
-    for (int i = threadIdx.x; i < n; i += RN_THREADS) o[i] = xr[i] * inv * __ldg(w + i);
+    const float inv = sdc_rms_inv_block(xr, n, eps, ws);
+    for (int i = threadIdx.x; i < n; i += RN_THREADS) o[i] = sdc_rms_apply(xr[i], inv, __ldg(w + i));
 }
 
 } // namespace

@@ -101,36 +101,43 @@ specdec_status sd_layer_forward(sd_runtime *rt, const sd_layer_w *L, const sd_kv
     const float eps = c->rms_norm_eps;
     sd_attn_shape as = {nh, nkv, hd, rt->kv_dtype};
 
-    /* attention block */
-    SD_BE(b, err, "rmsnorm", o->rmsnorm(b, rt->xn, H, x, H, L->attn_norm, H, T, eps));
+    /* attention block: the fused helpers fall back to the ops they stand for on a backend
+     * without them (backend.h); with an all-reduce between a projection and its residual add
+     * (tensor parallelism) those two stay apart */
     {   /* q (T, nh*hd), k and v (T, nkv*hd): one call over the same normed x */
         const sd_mat *W[3] = {&L->q, &L->k, &L->v};
         float *y[3] = {rt->q, rt->k, rt->v};
         const int ld[3] = {qd, kd, kd};
-        SD_BE(b, err, "matmul q, k, v", sd_be_matmul_n(b, 3, W, rt->xn, H, y, ld, T));
+        SD_BE(b, err, "rmsnorm, matmul q, k, v",
+              sd_be_norm_matmul_n(b, L->attn_norm, eps, x, H, rt->xn, H, 3, W, y, ld, T));
     }
-    SD_BE(b, err, "q_norm", o->rmsnorm(b, rt->q, hd, rt->q, hd, L->q_norm, hd, T * nh, eps));  /* per head */
-    SD_BE(b, err, "k_norm", o->rmsnorm(b, rt->k, hd, rt->k, hd, L->k_norm, hd, T * nkv, eps));
-    SD_BE(b, err, "rope q", o->rope(b, rt->q, T, nh, hd, pos, rt->rope_cos, rt->rope_sin));
-    SD_BE(b, err, "rope k", o->rope(b, rt->k, T, nkv, hd, pos, rt->rope_cos, rt->rope_sin));
-    SD_BE(b, err, "kv_store k", o->kv_store(b, rt->kv_dtype, kv->k, kd, rt->k, T, pos));
-    SD_BE(b, err, "kv_store v", o->kv_store(b, rt->kv_dtype, kv->v, kd, rt->v, T, pos));
+    SD_BE(b, err, "q/k norm, rope, kv store",
+          sd_be_qk_norm_rope_store(b, &as, kv, rt->q, rt->k, rt->v, L->q_norm, L->k_norm, eps, T, pos, rt->rope_cos,
+                                   rt->rope_sin));
     SD_BE(b, err, "attention", o->attention(b, &as, kv, rt->q, rt->att, T, pos));
-    SD_BE(b, err, "matmul o", o->matmul(b, &L->o, rt->att, qd, rt->tmp, H, T));
-    if (o->allreduce) SD_BE(b, err, "all-reduce o", o->allreduce(b, rt->tmp, (size_t)T * H, rt->red));
-    SD_BE(b, err, "add", o->add(b, x, rt->tmp, (size_t)T * H));
+    if (o->allreduce) {
+        SD_BE(b, err, "matmul o", o->matmul(b, &L->o, rt->att, qd, rt->tmp, H, T));
+        SD_BE(b, err, "all-reduce o", o->allreduce(b, rt->tmp, (size_t)T * H, rt->red));
+        SD_BE(b, err, "add", o->add(b, x, rt->tmp, (size_t)T * H));
+    } else {
+        SD_BE(b, err, "matmul o, add", sd_be_matmul_add(b, &L->o, rt->att, qd, x, H, T, rt->tmp));
+    }
 
     /* MLP block */
-    SD_BE(b, err, "rmsnorm", o->rmsnorm(b, rt->xn, H, x, H, L->mlp_norm, H, T, eps));
     {
         const sd_mat *W[2] = {&L->gate, &L->up};
         float *y[2] = {rt->gate, rt->up};
         const int ld[2] = {I, I};
-        SD_BE(b, err, "matmul gate, up", sd_be_matmul_n(b, 2, W, rt->xn, H, y, ld, T));
+        SD_BE(b, err, "rmsnorm, matmul gate, up",
+              sd_be_norm_matmul_n(b, L->mlp_norm, eps, x, H, rt->xn, H, 2, W, y, ld, T));
     }
-    SD_BE(b, err, "silu_mul", o->silu_mul(b, rt->gate, rt->up, I, T));
-    SD_BE(b, err, "matmul down", o->matmul(b, &L->down, rt->gate, I, rt->tmp, H, T));
-    if (o->allreduce) SD_BE(b, err, "all-reduce down", o->allreduce(b, rt->tmp, (size_t)T * H, rt->red));
-    SD_BE(b, err, "add", o->add(b, x, rt->tmp, (size_t)T * H));
+    if (o->allreduce) {
+        SD_BE(b, err, "silu_mul", o->silu_mul(b, rt->gate, rt->up, I, T));
+        SD_BE(b, err, "matmul down", o->matmul(b, &L->down, rt->gate, I, rt->tmp, H, T));
+        SD_BE(b, err, "all-reduce down", o->allreduce(b, rt->tmp, (size_t)T * H, rt->red));
+        SD_BE(b, err, "add", o->add(b, x, rt->tmp, (size_t)T * H));
+    } else {
+        SD_BE(b, err, "silu_mul, matmul down, add", sd_be_swiglu_matmul_add(b, &L->down, rt->gate, rt->up, x, H, T, rt->tmp));
+    }
     return SPECDEC_OK;
 }
