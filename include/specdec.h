@@ -239,6 +239,8 @@ typedef struct specdec_backend_stats {
     double write_ms, read_ms;   /* host time spent in write / read (a read includes the wait) */
     uint64_t ops;               /* op calls run (a replayed recording counts its ops) */
     uint64_t seq_recorded, seq_replayed;   /* recorded launch sequences (CUDA graphs), replays */
+    uint64_t graph_kernels;     /* kernels run by recordings (each run of a graph adds its kernel
+                                 * nodes; kernels of ops issued outside recordings are not counted) */
 } specdec_backend_stats;
 void specdec_ctx_backend_stats(const specdec_ctx *c, specdec_backend_stats *out);
 

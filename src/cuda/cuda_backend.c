@@ -131,6 +131,7 @@ static bool cu_seq_begin(sd_backend *b, uint64_t key) {
         g->last = ++c->clock;
         b->stats.seq_replayed++;
         b->stats.ops += g->ops;
+        b->stats.graph_kernels += g->kernels;
         return true;
     }
     if (cudaSetDevice(c->device) != cudaSuccess ||
@@ -143,6 +144,26 @@ static bool cu_seq_begin(sd_backend *b, uint64_t key) {
     c->cap_ops = 0;
     c->abandoned = false;
     return false;
+}
+
+/* Kernel nodes of a captured graph (launches per replay; 0 when the runtime cannot list them). */
+static uint64_t graph_kernels(cudaGraph_t graph) {
+    size_t n = 0;
+    if (cudaGraphGetNodes(graph, NULL, &n) != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return 0;
+    }
+    cudaGraphNode_t *nodes = malloc(n * sizeof *nodes);
+    uint64_t k = 0;
+    if (nodes && cudaGraphGetNodes(graph, nodes, &n) == cudaSuccess) {
+        for (size_t i = 0; i < n; i++) {
+            enum cudaGraphNodeType t;
+            if (cudaGraphNodeGetType(nodes[i], &t) == cudaSuccess && t == cudaGraphNodeTypeKernel) k++;
+        }
+    }
+    cudaGetLastError();
+    free(nodes);
+    return k;
 }
 
 static specdec_status cu_seq_end(sd_backend *b, uint64_t key, specdec_err *err) {
@@ -163,6 +184,7 @@ static specdec_status cu_seq_end(sd_backend *b, uint64_t key, specdec_err *err) 
         if (graph) cudaGraphDestroy(graph);
         return cu_cuda_fail(c, err, e, "ending a recording");
     }
+    const uint64_t kernels = graph_kernels(graph);
     cudaGraphExec_t ex = NULL;
     e = cudaGraphInstantiate(&ex, graph, 0);
     cudaGraphDestroy(graph);
@@ -184,6 +206,8 @@ static specdec_status cu_seq_end(sd_backend *b, uint64_t key, specdec_err *err) 
     g->key = key;
     g->exec = ex;
     g->ops = c->cap_ops;
+    g->kernels = kernels;
+    b->stats.graph_kernels += kernels;   /* it ran once at its recording */
     g->last = ++c->clock;
     b->stats.seq_recorded++;
     return SPECDEC_OK;

@@ -25,6 +25,7 @@ typedef struct cu_graph {
     uint64_t key;
     cudaGraphExec_t exec;
     uint64_t ops;    /* op calls it holds (stats.ops grows by this per replay) */
+    uint64_t kernels;   /* its kernel nodes (stats.graph_kernels grows by this per run) */
     uint64_t last;   /* clock of its last use */
 } cu_graph;
 

@@ -108,10 +108,14 @@ int cmd_run(int argc, char **argv) {
     {
         specdec_backend_stats bs;
         specdec_ctx_backend_stats(ctx, &bs);
-        fprintf(stderr, "[backend] %s (%s): %llu ops, recorded %llu sequences, replayed %llu, %llu reads, %llu writes\n",
+        fprintf(stderr, "[backend] %s (%s): %llu ops, recorded %llu sequences, replayed %llu, %llu reads, %llu writes",
                 specdec_ctx_backend(ctx), specdec_ctx_kernels(ctx), (unsigned long long)bs.ops,
                 (unsigned long long)bs.seq_recorded, (unsigned long long)bs.seq_replayed,
                 (unsigned long long)bs.read_calls, (unsigned long long)bs.write_calls);
+        if (bs.graph_kernels)
+            fprintf(stderr, ", %llu kernels in recordings (%.1f per generated token, prefill included)", (unsigned long long)bs.graph_kernels,
+                    st.generated_tokens > 0 ? (double)bs.graph_kernels / st.generated_tokens : 0.0);
+        fputc('\n', stderr);
         cli_tp_report(ctx);
     }
     if (dr) {
