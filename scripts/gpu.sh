@@ -175,6 +175,7 @@ PY
           > /dev/null 2>> "$OUT/e2e_${tag}_$dr.log"
       done
       log "e2e $tag $dr: $(grep -h '\[stats\]' "$OUT/e2e_${tag}_$dr.log" | sed 's/.*decode \([0-9.]*\) tok.s.*/\1/' | tr '\n' ' ')tok/s"
+      log "e2e $tag $dr kernels: $(grep -h 'kernels in recordings' "$OUT/e2e_${tag}_$dr.log" | sed 's/.*(\([0-9.]*\) per generated token.*/\1/' | tr '\n' ' ')per generated token (prefill included)"
     done
   done
   for i in 0 1 2 3; do   # the inflated 8B's greedy tokens against the embedded target's
@@ -194,7 +195,7 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
       OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" run_to 500 "$OUT/ab_old_$tag.md" bash bench/ab_binaries.sh "$OLD_BIN" "$BIN" "$m" $np $r 128
       log "new / old $tag: $(grep '^| p' "$OUT/ab_old_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     else log "old build FAILED: $(tail -3 "$OUT/old_build.log" 2>/dev/null)"; fi
-    NEW_ENV=SPECDEC_CUDA_PDL=1 OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
+    OLD_ENV=SPECDEC_CUDA_PDL=0 NEW_ENV=SPECDEC_CUDA_PDL=1 OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
       run_to 500 "$OUT/ab_pdl_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
     log "pdl / no pdl $tag: $(grep '^| p' "$OUT/ab_pdl_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
   done

@@ -84,7 +84,7 @@ SDC_D int sdc_pos(const int32_t *base, int off, int t) { return __ldg(base) + of
 static inline cudaError_t sdc_launched(void) { return cudaGetLastError(); }
 
 /* ---- programmatic dependent launch (sm_90) ----
- * Every kernel is queued by sdc_launch, which (d->pdl, SPECDEC_CUDA_PDL=1) lets the GPU start it while the kernel
+ * Every kernel is queued by sdc_launch, which (d->pdl; SPECDEC_CUDA_PDL=0 turns it off) lets the GPU start it while the kernel
  * before it on the stream is still running, so its launch and the filling of its blocks overlap
  * that kernel's tail instead of following it. The price is a rule every kernel keeps: it calls
  * sdc_grid_wait() before its first access to memory another kernel writes or reads (inputs,

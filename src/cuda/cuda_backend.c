@@ -563,10 +563,11 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     if (budget > optin - (24 << 10)) budget = optin - (24 << 10);
     c->dev.smem_budget = budget;
     c->dev.smem_optin = optin;
-    /* programmatic dependent launches (common.cuh) with SPECDEC_CUDA_PDL=1: opt-in until a GPU
-     * run has measured them against the plain stream order (scripts/gpu.sh ab) */
+    /* programmatic dependent launches (common.cuh) unless SPECDEC_CUDA_PDL=0: measured against
+     * the plain stream order on an H200 (docs/benchmarks/cuda-fused-h200-2026-12-05.md), classic
+     * decode 1.05x (8B shape) and 1.11x (embedded pair), speculative 0.97-1.11x, text identical */
     const char *pdl = getenv("SPECDEC_CUDA_PDL");
-    c->dev.pdl = pdl && pdl[0] == '1' && !pdl[1];
+    c->dev.pdl = !(pdl && pdl[0] == '0' && !pdl[1]);
     specdec_status st = SPECDEC_OK;
     if ((e = cudaStreamCreateWithFlags(&c->dev.stream, cudaStreamNonBlocking)) != cudaSuccess)
         st = cu_cuda_fail(c, err, e, "creating the stream");
