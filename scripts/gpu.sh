@@ -15,7 +15,8 @@
 #   tp        tests/gpu/tp.sh: --tp 1 through NCCL == the plain CUDA backend (greedy, spec == classic);
 #             with >= 2 GPUs spec == classic at --tp 2/4 and decode ms/token at --tp 1/2/4(/8) on the
 #             inflated 32B shape with the all-reduce's share (tp.log, tp_decode_32b.tsv)
-#   sanitize  compute-sanitizer memcheck and racecheck on test_cuda
+#   sanitize  compute-sanitizer memcheck and racecheck on test_cuda and on test_cuda_kernels' quick
+#             subset (SPECDEC_TEST_QUICK=1: one case of each kernel family)
 #   bench     bench_cuda (kernels against the copy bandwidth of the same run; BENCH_ARGS, e.g. --quick)
 #   spec      specdec bench of the embedded pair on the CUDA backend (classic vs MTP, interleaved)
 #   peer      llama.cpp CUDA built from .peers (the pinned tarball of ../shared/peers, carried),
@@ -139,11 +140,13 @@ if has tp; then
   grep -E "^GPUs|^tp[0-9]|^tp:|^decode|^FAIL" "$OUT/tp.log" | head -20 | tee -a "$SUM"
 fi
 
-if has sanitize; then
-  for tool in memcheck racecheck; do
-    if run_to 300 "$OUT/sanitize_$tool.log" compute-sanitizer --tool $tool --error-exitcode 99 build-gpu/test_cuda; then
-      log "compute-sanitizer $tool: clean"
-    else log "compute-sanitizer $tool: see sanitize_$tool.log ($(grep -m1 -E 'ERROR SUMMARY|error|not supported' "$OUT/sanitize_$tool.log"))"; fi
+if has sanitize; then   # the object's test, and one case of each kernel family (SPECDEC_TEST_QUICK=1)
+  for t in test_cuda test_cuda_kernels; do
+    for tool in memcheck racecheck; do
+      if SPECDEC_TEST_QUICK=1 run_to 300 "$OUT/sanitize_${t}_$tool.log" compute-sanitizer --tool $tool --error-exitcode 99 build-gpu/$t; then
+        log "compute-sanitizer $tool $t: clean ($(grep -m1 'ERROR SUMMARY' "$OUT/sanitize_${t}_$tool.log"))"
+      else log "compute-sanitizer $tool $t: see sanitize_${t}_$tool.log ($(grep -m1 -E 'ERROR SUMMARY|error|not supported' "$OUT/sanitize_${t}_$tool.log"))"; fi
+    done
   done
 fi
 

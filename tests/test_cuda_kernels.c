@@ -568,19 +568,28 @@ int main(void) {
         return check_finish("test_cuda_kernels");
     }
     fprintf(stderr, "test_cuda_kernels: %s\n", G->i->kernels(G));
+    /* SPECDEC_TEST_QUICK=1: one case of each kernel family (gemv and tiled, 4- and 8-bit, int8,
+     * joined, fused, norms, RoPE / KV store, attention), for runs under compute-sanitizer */
+    const char *qe = getenv("SPECDEC_TEST_QUICK");
+    const bool quick = qe && qe[0] == '1';
+    if (quick) fprintf(stderr, "test_cuda_kernels: quick subset (SPECDEC_TEST_QUICK=1)\n");
     test_matmul(37, 50, SPECDEC_DTYPE_F32, 0, 0);      /* rows not 16-byte aligned */
-    test_matmul(64, 130, SPECDEC_DTYPE_BF16, 0, 0);
-    test_matmul(129, 256, SPECDEC_DTYPE_F16, 0, 0);
-    test_matmul(300, 1024, SPECDEC_DTYPE_BF16, 0, 0);
-    test_matmul(70, 384, SPECDEC_DTYPE_BF16, 4, 32);
+    if (!quick) {
+        test_matmul(64, 130, SPECDEC_DTYPE_BF16, 0, 0);
+        test_matmul(129, 256, SPECDEC_DTYPE_F16, 0, 0);
+        test_matmul(300, 1024, SPECDEC_DTYPE_BF16, 0, 0);
+        test_matmul(70, 384, SPECDEC_DTYPE_BF16, 4, 32);
+    }
     test_matmul(257, 4096, SPECDEC_DTYPE_BF16, 4, 64);  /* several column tiles at 8 tokens */
     test_matmul(33, 256, SPECDEC_DTYPE_F16, 8, 128);
-    test_matmul(100, 2048, SPECDEC_DTYPE_F32, 8, 64);
-    test_matmul(40, 12288, SPECDEC_DTYPE_BF16, 4, 64);
-    test_matmul(2000, 384, SPECDEC_DTYPE_F16, 4, 128);
-    test_matmul(50, 256, SPECDEC_DTYPE_BF16, 4, 64);   /* 8 chunks a row: 8 lanes a row in the gemv kernel */
-    test_matmul(16000, 256, SPECDEC_DTYPE_F32, 4, 32);  /* more row blocks than blocks: the grid-stride walk */
-    test_matmul(16400, 384, SPECDEC_DTYPE_BF16, 4, 64); /* an LM head's shape: the gemv kernel's 8-row units */
+    if (!quick) {
+        test_matmul(100, 2048, SPECDEC_DTYPE_F32, 8, 64);
+        test_matmul(40, 12288, SPECDEC_DTYPE_BF16, 4, 64);
+        test_matmul(2000, 384, SPECDEC_DTYPE_F16, 4, 128);
+        test_matmul(50, 256, SPECDEC_DTYPE_BF16, 4, 64);   /* 8 chunks a row: 8 lanes a row in the gemv kernel */
+        test_matmul(16000, 256, SPECDEC_DTYPE_F32, 4, 32);  /* more row blocks than blocks: the grid-stride walk */
+        test_matmul(16400, 384, SPECDEC_DTYPE_BF16, 4, 64); /* an LM head's shape: the gemv kernel's 8-row units */
+    }
     /* precision int8: the same calls on int8 activations (the shapes the rule leaves keep f32) */
     sd_backend_opts o8;
     memset(&o8, 0, sizeof o8);
@@ -594,15 +603,17 @@ int main(void) {
     if (G8 && R8) {
         fprintf(stderr, "test_cuda_kernels: %s\n", G8->i->kernels(G8));
         test_matmul(257, 4096, SPECDEC_DTYPE_BF16, 4, 64);
-        test_matmul(40, 12288, SPECDEC_DTYPE_BF16, 4, 64);  /* several column tiles in the tiled kernel */
-        test_matmul(33, 256, SPECDEC_DTYPE_F16, 8, 128);
-        test_matmul(100, 2048, SPECDEC_DTYPE_F32, 8, 64);
         test_matmul(129, 192, SPECDEC_DTYPE_BF16, 8, 64);    /* 8-bit: the last 128-column quad half full */
-        test_matmul(2000, 384, SPECDEC_DTYPE_F16, 4, 128);
-        test_matmul(16400, 384, SPECDEC_DTYPE_BF16, 4, 64);
-        test_matmul(50, 256, SPECDEC_DTYPE_BF16, 4, 64);     /* 8 lanes a row in the gemv kernel */
-        test_matmul(70, 384, SPECDEC_DTYPE_BF16, 4, 32);     /* group 32: the rule leaves it to f32 */
-        test_matmul(64, 130, SPECDEC_DTYPE_BF16, 0, 0);      /* dense: f32 */
+        if (!quick) {
+            test_matmul(40, 12288, SPECDEC_DTYPE_BF16, 4, 64);  /* several column tiles in the tiled kernel */
+            test_matmul(33, 256, SPECDEC_DTYPE_F16, 8, 128);
+            test_matmul(100, 2048, SPECDEC_DTYPE_F32, 8, 64);
+            test_matmul(2000, 384, SPECDEC_DTYPE_F16, 4, 128);
+            test_matmul(16400, 384, SPECDEC_DTYPE_BF16, 4, 64);
+            test_matmul(50, 256, SPECDEC_DTYPE_BF16, 4, 64);     /* 8 lanes a row in the gemv kernel */
+            test_matmul(70, 384, SPECDEC_DTYPE_BF16, 4, 32);     /* group 32: the rule leaves it to f32 */
+            test_matmul(64, 130, SPECDEC_DTYPE_BF16, 0, 0);      /* dense: f32 */
+        }
     }
     /* q, k, v and gate, up in one launch (a part of 36 rows: a lane group's rows may span two) */
     const int qkv[3] = {256, 64, 64}, gu[3] = {512, 512, 0}, odd[3] = {36, 100, 28};
@@ -611,45 +622,56 @@ int main(void) {
         if (!gs[k]) continue;
         CHECK(G->i->sync(G, &E) == SPECDEC_OK, "sync: %s", E.msg);
         test_matmul_n(gs[k], 3, qkv, 1024, SPECDEC_DTYPE_BF16, 4, 64);
-        test_matmul_n(gs[k], 2, gu, 2048, SPECDEC_DTYPE_BF16, 4, 64);
-        test_matmul_n(gs[k], 3, odd, 512, SPECDEC_DTYPE_F16, 8, 64);
-        test_matmul_n(gs[k], 3, odd, 384, SPECDEC_DTYPE_BF16, 0, 0);
-        test_matmul_n(gs[k], 3, qkv, 256, SPECDEC_DTYPE_BF16, 4, 32);
+        if (!quick) {
+            test_matmul_n(gs[k], 2, gu, 2048, SPECDEC_DTYPE_BF16, 4, 64);
+            test_matmul_n(gs[k], 3, odd, 512, SPECDEC_DTYPE_F16, 8, 64);
+            test_matmul_n(gs[k], 3, odd, 384, SPECDEC_DTYPE_BF16, 0, 0);
+            test_matmul_n(gs[k], 3, qkv, 256, SPECDEC_DTYPE_BF16, 4, 32);
+        }
         CHECK(gs[k]->i->sync(gs[k], &E) == SPECDEC_OK, "sync: %s", E.msg);
     }
     /* the fused ops at both precisions: the int8 preparation applies the norm and SwiGLU itself */
     const int fq[3] = {256, 64, 64}, fg[3] = {300, 300, 0};
     for (int k = 0; k < 2; k++) {
         if (!gs[k]) continue;
-        test_fused_mm(gs[k], 3, fq, 1024, SPECDEC_DTYPE_BF16, 4, 64);   /* a norm by one warp */
         test_fused_mm(gs[k], 2, fg, 4096, SPECDEC_DTYPE_BF16, 4, 64);   /* a norm by one block */
-        test_fused_mm(gs[k], 3, odd, 1152, SPECDEC_DTYPE_F16, 8, 64);   /* 8-bit, a quad half full */
-        test_fused_mm(gs[k], 2, fg, 512, SPECDEC_DTYPE_BF16, 0, 0);     /* dense: the ops one by one */
-        test_fused_mm(gs[k], 1, fq, 2048, SPECDEC_DTYPE_BF16, 4, 32);   /* group 32: f32 at either precision */
+        if (!quick) {
+            test_fused_mm(gs[k], 3, fq, 1024, SPECDEC_DTYPE_BF16, 4, 64);   /* a norm by one warp */
+            test_fused_mm(gs[k], 3, odd, 1152, SPECDEC_DTYPE_F16, 8, 64);   /* 8-bit, a quad half full */
+            test_fused_mm(gs[k], 2, fg, 512, SPECDEC_DTYPE_BF16, 0, 0);     /* dense: the ops one by one */
+            test_fused_mm(gs[k], 1, fq, 2048, SPECDEC_DTYPE_BF16, 4, 32);   /* group 32: f32 at either precision */
+        }
         CHECK(gs[k]->i->sync(gs[k], &E) == SPECDEC_OK, "sync: %s", E.msg);
     }
     if (G8) sd_backend_free(G8);
     if (R8) sd_backend_free(R8);
     G8 = R8 = NULL;
     test_embed(500, 384, SPECDEC_DTYPE_BF16, 4, 64);
-    test_embed(300, 256, SPECDEC_DTYPE_F32, 8, 32);
-    test_embed(200, 96, SPECDEC_DTYPE_F16, 0, 0);
-    test_embed(200, 100, SPECDEC_DTYPE_BF16, 0, 0);
+    if (!quick) {
+        test_embed(300, 256, SPECDEC_DTYPE_F32, 8, 32);
+        test_embed(200, 96, SPECDEC_DTYPE_F16, 0, 0);
+        test_embed(200, 100, SPECDEC_DTYPE_BF16, 0, 0);
+    }
     const int ns[] = {16, 128, 384, 1024, 1025, 4096};
-    for (int i = 0; i < 6; i++) test_rmsnorm(ns[i]);
+    for (int i = 0; i < 6; i++)
+        if (!quick || ns[i] == 128 || ns[i] == 4096) test_rmsnorm(ns[i]);
     test_pointwise();
-    test_qkv_fused(32, 8, 128, SD_KV_BF16, 1);
     test_qkv_fused(32, 8, 128, SD_KV_BF16, 5);
-    test_qkv_fused(16, 8, 128, SD_KV_F32, 9);
-    test_qkv_fused(6, 2, 64, SD_KV_F16, 3);
-    test_qkv_fused(4, 1, 256, SD_KV_BF16, 2);
-    test_qkv_fused(3, 3, 18, SD_KV_F32, 4);   /* half a head is not a whole number of lanes */
-    test_attention(4, 2, 64, SD_KV_F32, 0);
+    if (!quick) {
+        test_qkv_fused(32, 8, 128, SD_KV_BF16, 1);
+        test_qkv_fused(16, 8, 128, SD_KV_F32, 9);
+        test_qkv_fused(6, 2, 64, SD_KV_F16, 3);
+        test_qkv_fused(4, 1, 256, SD_KV_BF16, 2);
+        test_qkv_fused(3, 3, 18, SD_KV_F32, 4);   /* half a head is not a whole number of lanes */
+    }
     test_attention(6, 2, 128, SD_KV_BF16, 100);
-    test_attention(8, 8, 16, SD_KV_F16, 300);
-    test_attention(32, 8, 128, SD_KV_BF16, 4200);   /* 33+ chunks: split slots take two each */
-    test_attention(5, 1, 48, SD_KV_F32, 127);
-    test_attention(16, 2, 256, SD_KV_F16, 250);
+    if (!quick) {
+        test_attention(4, 2, 64, SD_KV_F32, 0);
+        test_attention(8, 8, 16, SD_KV_F16, 300);
+        test_attention(32, 8, 128, SD_KV_BF16, 4200);   /* 33+ chunks: split slots take two each */
+        test_attention(5, 1, 48, SD_KV_F32, 127);
+        test_attention(16, 2, 256, SD_KV_F16, 250);
+    }
     cuda_teardown();
     return check_finish("test_cuda_kernels");
 }
