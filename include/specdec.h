@@ -193,6 +193,15 @@ typedef enum specdec_precision {
     SPECDEC_PRECISION_INT8 = 2,
 } specdec_precision;
 
+/* How a context holds the MTP drafter's dense (bf16 / f16 / f32) matrices. Q4: quantized at load
+ * to 4-bit affine codes in groups of 64 with scales of the matrix's dtype, the quantizer of
+ * `specdec quantize --quantize-mtp` (the same weights it writes). Quantized drafters are kept. */
+typedef enum specdec_drafter_weights {
+    SPECDEC_DRAFTER_WEIGHTS_DEFAULT = 0,
+    SPECDEC_DRAFTER_WEIGHTS_STORED = 1,
+    SPECDEC_DRAFTER_WEIGHTS_Q4 = 2,
+} specdec_drafter_weights;
+
 typedef struct specdec_ctx_params {
     int n_ctx;                 /* context length in tokens; 0 = model's max_position_embeddings */
     int n_threads;             /* CPU backend threads; 0 = number of online CPUs */
@@ -213,6 +222,9 @@ typedef struct specdec_ctx_params {
                                 * device+N-1 over NCCL, or (cpu, cpu-sim) the CPU simulation, a correctness tool */
     int tp_reduce;             /* 0: all-gather + sum in rank order (batch-invariant, default); 1: NCCL's ring
                                 * all-reduce (not batch-invariant at tp >= 3); 2: none (wrong output; timing) */
+    specdec_drafter_weights drafter_weights; /* the MTP drafter's dense weights on this context (default: the
+                                * backend's measured choice: 4-bit on the CPU at precision int8, as stored
+                                * elsewhere). Drafter numerics never change the output, only its speed. */
 } specdec_ctx_params;
 
 specdec_ctx_params specdec_ctx_default_params(void);

@@ -11,6 +11,76 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A mat's codes, scales and biases byte for byte. */
+static bool same_mat(const sd_mat *a, const sd_mat *b) {
+    if (a->rows != b->rows || a->cols != b->cols || a->bits != b->bits || a->group != b->group || a->dtype != b->dtype)
+        return false;
+    return !memcmp(a->w, b->w, (size_t)sd_mat_wbytes(a)) && (!a->bits || (!memcmp(a->scales, b->scales, (size_t)sd_mat_sbytes(a)) &&
+                                                                          !memcmp(a->biases, b->biases, (size_t)sd_mat_sbytes(a))));
+}
+
+/* The drafter quantized at load (SPECDEC_DRAFTER_WEIGHTS_Q4) holds the very bytes that
+ * `specdec quantize --bits 4 --group-size 64 --quantize-mtp` writes for it, the target stays as
+ * stored, and the 4-bit drafter drafts (its drafts checked against classic by the round tests). */
+static void check_q4_at_load(const char *tdir, specdec_model *m) {
+    char qdir[128];
+    snprintf(qdir, sizeof qdir, "%s/q4", tdir);
+    specdec_err err = {0};
+    specdec_quantize_params qp = specdec_quantize_default_params();
+    qp.bits = 4;
+    qp.group_size = 64;
+    qp.quantize_mtp = true;
+    CHECK(specdec_quantize(tdir, qdir, &qp, &err) == SPECDEC_OK, "quantize --quantize-mtp: %s", err.msg);
+    specdec_model *mq = NULL;
+    specdec_model_params mp = specdec_model_default_params();
+    CHECK(specdec_model_load(qdir, &mp, &mq, &err) == SPECDEC_OK, "load the quantized copy: %s", err.msg);
+    specdec_ctx_params cp = specdec_ctx_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    cp.drafter_weights = SPECDEC_DRAFTER_WEIGHTS_Q4;
+    specdec_ctx *c = NULL;
+    CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx with a 4-bit drafter: %s", err.msg);
+    if (mq && c && mq->w.mtp && c->w.mtp) {
+        CHECK(c->be->host_visible, "the CPU backend's weights are host views");
+        const sd_mtp_w *a = c->w.mtp, *b = mq->w.mtp;
+        CHECK(a->fc.bits == 4 && same_mat(&a->fc, &b->fc), "mtp.fc: quantized at load differs from the tool's bytes");
+        for (int k = 0; k < a->n_layers; k++) {
+            const sd_layer_w *x = &a->layers[k], *y = &b->layers[k];
+            const sd_mat *mx[7] = {&x->q, &x->k, &x->v, &x->o, &x->gate, &x->up, &x->down};
+            const sd_mat *my[7] = {&y->q, &y->k, &y->v, &y->o, &y->gate, &y->up, &y->down};
+            for (int i = 0; i < 7; i++)
+                CHECK(mx[i]->bits == 4 && same_mat(mx[i], my[i]), "mtp layer %d matrix %d: quantized at load differs", k, i);
+        }
+        CHECK(c->w.layers[0].q.bits == m->w.layers[0].q.bits && same_mat(&c->w.layers[0].q, &m->w.layers[0].q),
+              "the target's matrices stay as stored");
+        /* the 4-bit drafter runs, and greedy speculative output equals classic */
+        specdec_drafter *d = NULL;
+        CHECK(specdec_drafter_init_mtp(m, &d, &err) == SPECDEC_OK, "mtp: %s", err.msg);
+        specdec_gen_params gp = specdec_gen_default_params();
+        gp.max_tokens = 24;
+        gp.ignore_eos = true;
+        gp.sampling.temperature = 0;
+        specdec_spec_params sp = specdec_spec_default_params();
+        sp.block_size = 3;
+        sp.quiet = true;
+        int32_t prompt[6] = {3, 17, 5, 9, 40, 2}, *out_c = NULL, *out_s = NULL;
+        int nc = 0, ns = 0;
+        specdec_spec_stats ss;
+        CHECK(specdec_spec_generate(c, NULL, NULL, prompt, 6, &gp, &sp, &out_c, &nc, &ss, &err) == SPECDEC_OK,
+              "classic: %s", err.msg);
+        CHECK(specdec_spec_generate(c, d, NULL, prompt, 6, &gp, &sp, &out_s, &ns, &ss, &err) == SPECDEC_OK,
+              "speculative with the 4-bit drafter: %s", err.msg);
+        CHECK(ss.drafted > 0, "the 4-bit drafter drafted nothing");
+        CHECK(nc == ns && nc > 0 && out_c && out_s && !memcmp(out_c, out_s, sizeof(int32_t) * (size_t)nc),
+              "a 4-bit drafter changed the greedy output");
+        free(out_c);
+        free(out_s);
+        specdec_drafter_free(d);
+    }
+    specdec_ctx_free(c);
+    specdec_model_free(mq);
+}
+
 int main(void) {
     char tdir[64];
     if (!tm_mkdtemp(tdir, sizeof tdir)) { CHECK(0, "mkdtemp"); return check_finish("test_spec_mtp"); }
@@ -89,6 +159,7 @@ int main(void) {
     }
     CHECK(total > 0, "nothing compared");
     fprintf(stderr, "mtp first-draft agreement with the target: %d / 4\n", matched);
+    check_q4_at_load(tdir, m);
     free(hid); free(lg); free(mm);
     mtp_ref_free(&r);
     specdec_drafter_free(d);

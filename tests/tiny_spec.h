@@ -160,10 +160,13 @@ static inline specdec_status ts_three_drafters(specdec_model *m, const char *ddi
 }
 
 /* A context on m with n_ctx positions and n_threads threads; NULL, with err filled, on failure. */
+/* A context on the CPU with the drafter as stored (the tests hold the MTP drafter to a reference
+ * written from the stored weights; test_spec_mtp checks the 4-bit copy on its own). */
 static inline specdec_ctx *ts_ctx(specdec_model *m, int n_ctx, int n_threads, specdec_err *err) {
     specdec_ctx_params cp = specdec_ctx_default_params();
     cp.n_ctx = n_ctx;
     cp.n_threads = n_threads;
+    cp.drafter_weights = SPECDEC_DRAFTER_WEIGHTS_STORED;
     specdec_ctx *c = NULL;
     return specdec_ctx_init(m, &cp, &c, err) == SPECDEC_OK ? c : NULL;
 }

@@ -213,6 +213,7 @@ struct sd_backend {
     sd_backend_stats stats;
     specdec_err err;           /* the message of the last op that failed */
     int tp_ranks;              /* ranks of a tensor-parallel backend (src/tp/); 0 on a plain one */
+    bool int8;                 /* matmuls over quantized weights take int8 activations (the precision in use) */
 };
 
 /* Backend options (from specdec_ctx_params). */

@@ -311,6 +311,7 @@ specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, sp
     c->b.impl = c;
     c->b.name = "cpu";
     c->b.host_visible = true;
+    c->b.int8 = i8;
     c->b.n_threads = sd_pool_size(c->pool);
     *out = &c->b;
     return SPECDEC_OK;

@@ -596,6 +596,7 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     c->b.impl = c;
     c->b.name = "cuda";
     c->b.host_visible = false;
+    c->b.int8 = c->i8;
     c->b.n_threads = 0;
     if (st != SPECDEC_OK) {
         cu_free(&c->b);
@@ -610,6 +611,7 @@ cudaStream_t sd_cuda_stream(sd_backend *b) { return cu_of(b)->dev.stream; }
 void sd_cuda_set_int8(sd_backend *b, int on) {
     cuda_be *c = cu_of(b);
     c->i8 = on != 0;
+    b->int8 = c->i8;
     if (c->i8) {   /* scratch for 64 tokens of the widest row, ahead of any recording (a failure shows at the op) */
         specdec_err e;
         if (cu_scratch(c, &c->i8x, sdc_mm_i8_xq_bytes(SDC_MM_Q4I, 32768, 64), "int8 activations", &e) == SPECDEC_OK)

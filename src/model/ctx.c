@@ -18,6 +18,16 @@ specdec_ctx_params specdec_ctx_default_params(void) {
     return p;
 }
 
+/* The drafter's dense matrices as 4-bit codes: when asked, and by default on the CPU's int8 path
+ * (measured: MTP 1.10x there, docs/benchmarks/cpu-mtp-4bit-drafter-xeon-2026-12-05.md; no
+ * measurable gain on an H200, where a draft step is launch-bound). The reference kernels and
+ * precision f32 keep the stored drafter. */
+static bool drafter_q4(const sd_backend *be, const specdec_ctx_params *p) {
+    if (p->drafter_weights == SPECDEC_DRAFTER_WEIGHTS_Q4) return true;
+    if (p->drafter_weights != SPECDEC_DRAFTER_WEIGHTS_DEFAULT) return false;
+    return be->host_visible && be->int8 && !p->reference_kernels;
+}
+
 static specdec_status ctx_setup(specdec_ctx *cx, const specdec_ctx_params *p, specdec_err *err) {
     const specdec_model *m = cx->model;
     const sd_config *c = &m->cfg;
@@ -26,7 +36,8 @@ static specdec_status ctx_setup(specdec_ctx *cx, const specdec_ctx_params *p, sp
     int mb = p->max_batch > 0 ? p->max_batch : 64;
     sd_kv_dtype_e kvdt = (sd_kv_dtype_e)p->kv_dtype;
     /* progress only where bytes are copied: on a host-visible backend the upload is a view */
-    SD_TRY(sd_weights_upload(be, c, &m->w, &cx->w, be->host_visible ? NULL : p->progress, p->progress_user, err));
+    SD_TRY(sd_weights_upload(be, c, &m->w, &cx->w, drafter_q4(be, p), be->host_visible ? NULL : p->progress,
+                             p->progress_user, err));
     SD_TRY(sd_runtime_init(&cx->rt, be, c, n_ctx, mb, kvdt, err));
     SD_TRY(sd_kv_init(&cx->kv, be, c->n_layers, n_ctx, cx->rt.nkv * c->head_dim, kvdt, err));   /* a rank's KV heads */
     SD_TRY(be->i->alloc(be, sizeof(float) * (size_t)mb * c->hidden_size, "residual stream", (void **)&cx->x, err));
@@ -46,6 +57,9 @@ static specdec_status check_params(const specdec_model *m, const specdec_ctx_par
     if (p->max_batch < 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "max_batch %d is negative", p->max_batch);
     if ((unsigned)p->precision > SPECDEC_PRECISION_INT8)
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown precision %d (0 default, 1 f32, 2 int8)", (int)p->precision);
+    if ((unsigned)p->drafter_weights > SPECDEC_DRAFTER_WEIGHTS_Q4)
+        return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown drafter weights %d (0 default, 1 stored, 2 q4)",
+                       (int)p->drafter_weights);
     if (p->tp < 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "tp %d is negative", p->tp);
     if ((unsigned)p->tp_reduce > SD_TP_REDUCE_NONE)
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown tp_reduce %d", p->tp_reduce);

@@ -2,7 +2,8 @@
  * name (so an out-of-memory message names it); the norm vectors, converted to f32 into one pool
  * at load, go up as one buffer and the pointers are rebased into it. A tied LM head shares the
  * embedding's upload. On the CPU backend all of this is a zero-copy view of the mapping. A
- * progress callback, when given, hears the bytes copied after each tensor. */
+ * progress callback, when given, hears the bytes copied after each tensor. The MTP drafter may go
+ * up as a 4-bit copy of its dense matrices (mtp_q4.c), which the uploaded weights then own. */
 #include "model/weights.h"
 #include "backend/backend.h"
 #include "tp/plan.h"
@@ -115,15 +116,24 @@ static void unload_layer(sd_backend *b, sd_layer_w *L) {
 }
 
 specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_weights *h, sd_weights *d,
-                                 specdec_progress_fn progress, void *progress_user, specdec_err *err) {
+                                 bool mtp_q4, specdec_progress_fn progress, void *progress_user, specdec_err *err) {
+    memset(d, 0, sizeof *d);
+    /* the drafter as stored, or its 4-bit host copy (whose buffers d->mtp takes over: on a
+     * host-visible backend the upload is a view of them) */
+    sd_mtp_w q4;
+    memset(&q4, 0, sizeof q4);
+    const sd_mtp_w *hm = h->mtp;
+    if (hm && mtp_q4) {
+        SD_TRY(sd_mtp_q4(h->mtp, &q4, err));
+        hm = &q4;
+    }
     up_prog pg = {progress, progress_user, 0, sd_mat_bytes(&h->embed)};
     if (h->lm_head.w != h->embed.w) pg.total += sd_mat_bytes(&h->lm_head);
     for (int l = 0; l < c->n_layers; l++) pg.total += layer_bytes(&h->layers[l]);
-    if (h->mtp) {
-        pg.total += sd_mat_bytes(&h->mtp->fc);
-        for (int k = 0; k < h->mtp->n_layers; k++) pg.total += layer_bytes(&h->mtp->layers[k]);
+    if (hm) {
+        pg.total += sd_mat_bytes(&hm->fc);
+        for (int k = 0; k < hm->n_layers; k++) pg.total += layer_bytes(&hm->layers[k]);
     }
-    memset(d, 0, sizeof *d);
     sd_tp_plan plan, *pl = NULL;   /* the split on a tensor-parallel backend */
     if (b->tp_ranks) {
         SD_TRY(sd_tp_plan_make(c, b->tp_ranks, c->quant_bits ? c->quant_group : 0, "model", &plan, err));
@@ -140,6 +150,12 @@ specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_wei
         if (d->mtp) d->mtp->layers = calloc((size_t)h->mtp->n_layers, sizeof *d->mtp->layers);
     }
     if (!d->layers || (h->mtp && (!d->mtp || !d->mtp->layers))) { st = sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory"); goto fail; }
+    if (h->mtp) {   /* d->mtp owns the quantized copy's buffers from here (none when stored) */
+        d->mtp->owned = q4.owned;
+        d->mtp->n_owned = q4.n_owned;
+        q4.owned = NULL;
+        q4.n_owned = 0;
+    }
     st = sd_be_upload_f32(b, h->f32_pool, pool_n, "norm weights", &dp, err);
     if (st) goto fail;
     d->norm_pool = dp;
@@ -153,21 +169,23 @@ specdec_status sd_weights_upload(sd_backend *b, const sd_config *c, const sd_wei
         snprintf(prefix, sizeof prefix, "model.layers.%d", l);
         if ((st = up_layer(b, pl, c, prefix, &h->layers[l], &d->layers[l], h->f32_pool, dp, &pg, err))) goto fail;
     }
-    if (h->mtp) {
+    if (hm) {
         sd_mtp_w *m = d->mtp;
-        m->n_layers = h->mtp->n_layers;
-        m->pre_fc_norm_embedding = rebase(h->mtp->pre_fc_norm_embedding, h->f32_pool, dp);
-        m->pre_fc_norm_hidden = rebase(h->mtp->pre_fc_norm_hidden, h->f32_pool, dp);
-        m->norm = rebase(h->mtp->norm, h->f32_pool, dp);
-        if ((st = up_mat(b, &h->mtp->fc, "mtp.fc.weight", &m->fc, &pg, err))) goto fail;
+        m->n_layers = hm->n_layers;
+        m->pre_fc_norm_embedding = rebase(hm->pre_fc_norm_embedding, h->f32_pool, dp);
+        m->pre_fc_norm_hidden = rebase(hm->pre_fc_norm_hidden, h->f32_pool, dp);
+        m->norm = rebase(hm->norm, h->f32_pool, dp);
+        if ((st = up_mat(b, &hm->fc, "mtp.fc.weight", &m->fc, &pg, err))) goto fail;
         for (int k = 0; k < m->n_layers; k++) {
             char prefix[64];
             snprintf(prefix, sizeof prefix, "mtp.layers.%d", k);
-            if ((st = up_layer(b, pl, c, prefix, &h->mtp->layers[k], &m->layers[k], h->f32_pool, dp, &pg, err))) goto fail;
+            if ((st = up_layer(b, pl, c, prefix, &hm->layers[k], &m->layers[k], h->f32_pool, dp, &pg, err))) goto fail;
         }
     }
+    sd_mtp_q4_free(&q4);   /* its layer array; the buffers are d's */
     return SPECDEC_OK;
 fail:
+    sd_mtp_q4_free(&q4);
     sd_weights_unload(b, c, d);
     return st;
 }
@@ -181,6 +199,8 @@ void sd_weights_unload(sd_backend *b, const sd_config *c, sd_weights *d) {
             for (int k = 0; k < d->mtp->n_layers; k++) unload_layer(b, &d->mtp->layers[k]);
         sd_be_unload_mat(b, &d->mtp->fc);
         free(d->mtp->layers);
+        for (int i = 0; i < d->mtp->n_owned; i++) free(d->mtp->owned[i]);
+        free(d->mtp->owned);
         free(d->mtp);
     }
     if (!d->lm_head_shared) sd_be_unload_mat(b, &d->lm_head);

@@ -29,6 +29,8 @@ typedef struct sd_mtp_w {
     const float *norm;                  /* (H) */
     sd_mat fc;                          /* (H, 2H): input is concat(e, g) */
     sd_layer_w *layers;                 /* (n_layers) */
+    void **owned;                       /* host buffers this copy owns (sd_mtp_q4), n_owned of them */
+    int n_owned;
 } sd_mtp_w;
 
 typedef struct sd_weights {
@@ -53,8 +55,14 @@ struct sd_backend;
 /* Put the host weights h (from sd_weights_bind) on backend b: d receives the same structure with
  * backend pointers (zero-copy views on the CPU). Messages name the tensor that did not fit.
  * progress (may be NULL) hears the matrix bytes done after each tensor; false cancels. */
+/* mtp_q4: put the drafter's dense matrices up as 4-bit codes (sd_mtp_q4); d then owns the host copy. */
 specdec_status sd_weights_upload(struct sd_backend *b, const sd_config *c, const sd_weights *h, sd_weights *d,
-                                 specdec_progress_fn progress, void *progress_user, specdec_err *err);
+                                 bool mtp_q4, specdec_progress_fn progress, void *progress_user, specdec_err *err);
 void sd_weights_unload(struct sd_backend *b, const sd_config *c, sd_weights *d);
+
+/* A host copy q of the drafter h whose dense matrices are 4-bit affine codes in groups of 64
+ * (mtp_q4.c); q owns them and its layer array (sd_mtp_q4_free). Norm pointers are h's. */
+specdec_status sd_mtp_q4(const sd_mtp_w *h, sd_mtp_w *q, specdec_err *err);
+void sd_mtp_q4_free(sd_mtp_w *q);
 
 #endif

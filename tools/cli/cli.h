@@ -33,7 +33,7 @@ int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out);
 /* --sampling seeded|rejection */
 int cli_parse_sampling(const char *s, specdec_spec_sampling *out);
 /* The context options of every command that runs a model (--threads, --backend, --device, --ctx,
- * --kv-dtype, --precision, --reference, --tp, --tp-reduce) into *cp. Returns 0 when `a` is none of them, 1 when it was taken (*i
+ * --kv-dtype, --precision, --drafter-weights, --reference, --tp, --tp-reduce) into *cp. Returns 0 when `a` is none of them, 1 when it was taken (*i
  * then indexes its value, if it has one), -1 after printing what is wrong with it. */
 int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *i);
 /* -m DIR, -p TEXT, -f FILE|- into *dir, *prompt, *file (a NULL pointer: the command does not take
