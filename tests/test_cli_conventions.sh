@@ -19,6 +19,9 @@ for c in $CMDS; do
 done
 "$BIN" run -m "$M" -p hi --bogus >/dev/null 2>"$T/err" && bad "unknown option accepted"
 grep -q -- "--bogus" "$T/err" || bad "unknown option not named: $(cat "$T/err")"
+# a choice option with a value it does not know names the option, the value and the choices
+"$BIN" run -m "$M" -p hi --drafter-weights q3 >/dev/null 2>"$T/err" && bad "--drafter-weights q3 accepted"
+grep -q -- "--drafter-weights: 'q3' is not one of stored, q4, default" "$T/err" || bad "--drafter-weights q3: $(cat "$T/err")"
 
 # --version / -V: one line, the version CMake defines (project VERSION)
 want=$(sed -n 's/^project(specdec VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
