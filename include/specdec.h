@@ -224,7 +224,8 @@ typedef struct specdec_ctx_params {
                                 * all-reduce (not batch-invariant at tp >= 3); 2: none (wrong output; timing) */
     specdec_drafter_weights drafter_weights; /* the MTP drafter's dense weights on this context (default: the
                                 * backend's measured choice: 4-bit on the CPU at precision int8, as stored
-                                * elsewhere). Drafter numerics never change the output, only its speed. */
+                                * elsewhere). Greedy and seeded output never depends on the drafter; rejection
+                                * sampling keeps its distribution, its samples follow the drafts. */
 } specdec_ctx_params;
 
 specdec_ctx_params specdec_ctx_default_params(void);

@@ -18,14 +18,15 @@ specdec_ctx_params specdec_ctx_default_params(void) {
     return p;
 }
 
-/* The drafter's dense matrices as 4-bit codes: when asked, and by default on the CPU's int8 path
- * (measured: MTP 1.10x there, docs/benchmarks/cpu-mtp-4bit-drafter-xeon-2026-12-05.md; no
+/* The drafter's dense matrices as 4-bit codes: when asked, and by default on the CPU's int8 path,
+ * that is on the backends that run on CPU threads (cpu, and cpu-sim, which must behave as cpu
+ * does) at precision int8 (measured: MTP 1.10x there, docs/benchmarks/cpu-mtp-4bit-drafter-xeon-2026-12-05.md; no
  * measurable gain on an H200, where a draft step is launch-bound). The reference kernels and
  * precision f32 keep the stored drafter. */
 static bool drafter_q4(const sd_backend *be, const specdec_ctx_params *p) {
     if (p->drafter_weights == SPECDEC_DRAFTER_WEIGHTS_Q4) return true;
     if (p->drafter_weights != SPECDEC_DRAFTER_WEIGHTS_DEFAULT) return false;
-    return be->host_visible && be->int8 && !p->reference_kernels;
+    return be->n_threads > 0 && !be->tp_ranks && be->int8 && !p->reference_kernels;   /* CPU threads: cpu, cpu-sim */
 }
 
 static specdec_status ctx_setup(specdec_ctx *cx, const specdec_ctx_params *p, specdec_err *err) {

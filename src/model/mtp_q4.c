@@ -2,8 +2,8 @@
  * A host copy of the drafter's weights whose dense matrices (fc and every layer matrix) hold
  * 4-bit affine codes in groups of 64, scales and biases of the matrix's own dtype, made by the
  * quantizer `specdec quantize --quantize-mtp` uses (sd_quant_row over rows read as f32), so the
- * weights are the ones that tool writes. The drafter's numerics change, never the output: the
- * target verifies every draft. Why: on the CPU's int8 path the drafter's bf16 layer ran the dense
+ * weights are the ones that tool writes. The drafts change; greedy and seeded output does not (the
+ * target verifies every draft), and rejection sampling keeps its distribution. Why: on the CPU's int8 path the drafter's bf16 layer ran the dense
  * f32 kernels; at 4 bits it takes the int8 kernels on a quarter of the bytes
  * (docs/benchmarks/cpu-mtp-4bit-drafter-xeon-2026-12-05.md). */
 #include "model/weights.h"
