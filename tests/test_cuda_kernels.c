@@ -161,6 +161,22 @@ static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int grou
     hmat_free(&h);
 }
 
+/* n matrices of one kind (rows rs[i]) on g: h[i] each uploaded alone (sep[i] = &h[i].d), and
+ * all of them uploaded end to end (jp[i] = &joined[i], sd_be_upload_mats: one launch). */
+static void mats_make(sd_backend *g, int n, const int *rs, int cols, specdec_dtype dt, int bits, int group,
+                      const char *what, hmat *h, sd_mat *joined, const sd_mat **sep, const sd_mat **jp) {
+    const sd_mat *hp[3];
+    sd_mat *jd[3];
+    for (int i = 0; i < n; i++) {
+        h[i] = hmat_make(rs[i], cols, dt, bits, group, true);
+        hp[i] = &h[i].m;
+        sep[i] = &h[i].d;
+        jp[i] = &joined[i];
+        jd[i] = &joined[i];
+    }
+    CHECK(sd_be_upload_mats(g, n, hp, "joined test weights", jd, &E) == SPECDEC_OK, "%s: upload: %s", what, E.msg);
+}
+
 /* matmul_n over n matrices of one kind (rows rs[i]) on backend g: uploaded end to end
  * (sd_be_upload_mats: one launch) and uploaded apart (one launch each), every output bitwise
  * what each matrix's own matmul gives, at T from 1 to 33. */
@@ -173,16 +189,8 @@ static void test_matmul_n(sd_backend *g, int n, const int *rs, int cols, specdec
     G = g;   /* the device helpers go through g */
     hmat h[3];
     sd_mat joined[3];
-    const sd_mat *hp[3], *sep[3], *jp[3];
-    sd_mat *jd[3];
-    for (int i = 0; i < n; i++) {
-        h[i] = hmat_make(rs[i], cols, dt, bits, group, true);
-        hp[i] = &h[i].m;
-        sep[i] = &h[i].d;
-        jp[i] = &joined[i];
-        jd[i] = &joined[i];
-    }
-    CHECK(sd_be_upload_mats(g, n, hp, "joined test weights", jd, &E) == SPECDEC_OK, "%s: upload: %s", what, E.msg);
+    const sd_mat *sep[3], *jp[3];
+    mats_make(g, n, rs, cols, dt, bits, group, what, h, joined, sep, jp);
     for (int i = 1; i < n; i++)
         CHECK(joined[i].part && (const char *)joined[i].w == (const char *)joined[i - 1].w + sd_mat_wbytes(&h[i - 1].m),
               "%s: matrix %d not laid after matrix %d", what, i, i - 1);
@@ -249,16 +257,8 @@ static void test_fused_mm(sd_backend *g, int n, const int *rs, int cols, specdec
     G = g;
     hmat h[3];
     sd_mat joined[3];
-    const sd_mat *hp[3], *sep[3], *jp[3];
-    sd_mat *jd[3];
-    for (int i = 0; i < n; i++) {
-        h[i] = hmat_make(rs[i], cols, dt, bits, group, true);
-        hp[i] = &h[i].m;
-        sep[i] = &h[i].d;
-        jp[i] = &joined[i];
-        jd[i] = &joined[i];
-    }
-    CHECK(sd_be_upload_mats(g, n, hp, "joined test weights", jd, &E) == SPECDEC_OK, "%s: upload: %s", what, E.msg);
+    const sd_mat *sep[3], *jp[3];
+    mats_make(g, n, rs, cols, dt, bits, group, what, h, joined, sep, jp);
     const int ldx = cols + 3;
     const size_t nx = (size_t)TMAX * ldx;
     float *x = malloc(nx * 4), *w = malloc((size_t)cols * 4), *hu = malloc(nx * 4);

@@ -123,16 +123,27 @@ specdec_status cu_embed(sd_backend *b, const sd_mat *E, const int32_t *ids, int 
     return cu_op_end(c, sdc_embed(&p, &c->dev), "embed");
 }
 
-specdec_status cu_matmul(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T) {
+/* y = x W^T, or (acc) y += x W^T with each value y + the matmul's (matmul, then add). */
+static specdec_status mm_one(sd_backend *b, const char *op, const sd_mat *W, const float *x, int ldx, float *y, int ldy,
+                             int T, int acc) {
     cuda_be *c = cu_of(b);
     OP_BEGIN(c);
     sdc_mm_params p;
-    SD_TRY(mm_params(c, "matmul", W, x, ldx, T, &p));
-    if (!y || ldy < W->rows) return BAD(c, SPECDEC_ERR_INVALID_ARG, "matmul: NULL output or ldy %d < rows %d", ldy, W->rows);
+    SD_TRY(mm_params(c, op, W, x, ldx, T, &p));
+    if (!y || ldy < W->rows) return BAD(c, SPECDEC_ERR_INVALID_ARG, "%s: NULL output or ldy %d < rows %d", op, ldy, W->rows);
     p.y = y;
     p.ldy = ldy;
+    p.acc = acc;
     SD_TRY(i8_scratch(c, &p, T));
-    return cu_op_end(c, sdc_matmul(&p, &c->dev), "matmul");
+    return cu_op_end(c, sdc_matmul(&p, &c->dev), op);
+}
+
+specdec_status cu_matmul(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T) {
+    return mm_one(b, "matmul", W, x, ldx, y, ldy, T, 0);
+}
+
+specdec_status cu_matmul_add(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T) {
+    return mm_one(b, "matmul_add", W, x, ldx, y, ldy, T, 1);
 }
 
 /* Matrices over the same x as one launch's parameters: *joined when they lie end to end in
@@ -222,20 +233,6 @@ specdec_status cu_norm_matmul_n(sd_backend *b, const float *w, float eps, const 
     f.pre_ld = ldxn;
     SD_TRY(i8_scratch(c, &f, T));
     return cu_op_end(c, sdc_matmul(&f, &c->dev), "norm_matmul_n");
-}
-
-specdec_status cu_matmul_add(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T) {
-    cuda_be *c = cu_of(b);
-    OP_BEGIN(c);
-    sdc_mm_params p;
-    SD_TRY(mm_params(c, "matmul_add", W, x, ldx, T, &p));
-    if (!y || ldy < W->rows)
-        return BAD(c, SPECDEC_ERR_INVALID_ARG, "matmul_add: NULL output or ldy %d < rows %d", ldy, W->rows);
-    p.y = y;
-    p.ldy = ldy;
-    p.acc = 1;
-    SD_TRY(i8_scratch(c, &p, T));
-    return cu_op_end(c, sdc_matmul(&p, &c->dev), "matmul_add");
 }
 
 /* silu_mul, then matmul_add over g; for an int8 W the preparation kernel applies silu(g) * u
