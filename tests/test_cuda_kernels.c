@@ -161,6 +161,13 @@ static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int grou
     hmat_free(&h);
 }
 
+/* Rows of T x n floats (ld apart) that differ bitwise between a and b. */
+static int rows_differ(const float *a, const float *b, int T, int ld, int n) {
+    int diff = 0;
+    for (int t = 0; t < T; t++) diff += !same_bits(a + (size_t)t * ld, b + (size_t)t * ld, (size_t)n * 4);
+    return diff;
+}
+
 /* n matrices of one kind (rows rs[i]) on g: h[i] each uploaded alone (sep[i] = &h[i].d), and
  * all of them uploaded end to end (jp[i] = &joined[i], sd_be_upload_mats: one launch). */
 static void mats_make(sd_backend *g, int n, const int *rs, int cols, specdec_dtype dt, int bits, int group,
@@ -175,6 +182,11 @@ static void mats_make(sd_backend *g, int n, const int *rs, int cols, specdec_dty
         jd[i] = &joined[i];
     }
     CHECK(sd_be_upload_mats(g, n, hp, "joined test weights", jd, &E) == SPECDEC_OK, "%s: upload: %s", what, E.msg);
+}
+
+static void mats_free(sd_backend *g, int n, hmat *h, sd_mat *joined) {
+    for (int i = n - 1; i >= 0; i--) sd_be_unload_mat(g, &joined[i]);
+    for (int i = 0; i < n; i++) hmat_free(&h[i]);
 }
 
 /* matmul_n over n matrices of one kind (rows rs[i]) on backend g: uploaded end to end
@@ -218,9 +230,7 @@ static void test_matmul_n(sd_backend *g, int n, const int *rs, int cols, specdec
                 CHECK_OP(g, g->i->matmul(g, &h[i].d, dx, ldx, dz[i], ld[i], T), what);
                 dget(hy, dy[i], (size_t)T * ld[i] * 4);
                 dget(hz, dz[i], (size_t)T * ld[i] * 4);
-                int diff = 0;
-                for (int t = 0; t < T; t++)
-                    diff += !same_bits(hy + (size_t)t * ld[i], hz + (size_t)t * ld[i], (size_t)rs[i] * 4);
+                const int diff = rows_differ(hy, hz, T, ld[i], rs[i]);
                 CHECK(diff == 0, "%s: %s, T %d: matrix %d differs from its own matmul in %d rows", what,
                       way ? "apart" : "joined", T, i, diff);
             }
@@ -231,19 +241,12 @@ static void test_matmul_n(sd_backend *g, int n, const int *rs, int cols, specdec
         dfree(dz[i]);
     }
     dfree(dx);
-    for (int i = n - 1; i >= 0; i--) sd_be_unload_mat(g, &joined[i]);
-    for (int i = 0; i < n; i++) hmat_free(&h[i]);
+    mats_free(g, n, h, joined);
     free(x); free(hy); free(hz);
     G = g0;
 }
 
 /* ---- the fused ops: bitwise the ops they stand for ---- */
-
-static int rows_differ(const float *a, const float *b, int T, int ld, int n) {
-    int diff = 0;
-    for (int t = 0; t < T; t++) diff += !same_bits(a + (size_t)t * ld, b + (size_t)t * ld, (size_t)n * 4);
-    return diff;
-}
 
 /* norm_matmul_n over n matrices (joined and apart), matmul_add and swiglu_matmul_add over the
  * first, on backend g, against the unfused ops of the same backend: outputs, the normed x and the
@@ -347,8 +350,7 @@ static void test_fused_mm(sd_backend *g, int n, const int *rs, int cols, specdec
         dfree(dz[i]);
     }
     dfree(dx); dfree(dw); dfree(dxn); dfree(dxr);
-    for (int i = n - 1; i >= 0; i--) sd_be_unload_mat(g, &joined[i]);
-    for (int i = 0; i < n; i++) hmat_free(&h[i]);
+    mats_free(g, n, h, joined);
     free(x); free(w); free(hu); free(hy); free(hz);
     G = g0;
 }

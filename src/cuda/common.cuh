@@ -77,6 +77,14 @@ template <typename B> SDC_D B sdc_warp_best(B b) {
     return b;
 }
 
+/* Entry i of a KV cache of dtype dt (SDC_F32 / SDC_F16 / SDC_BF16) = v, through util/bits.h's
+ * round-to-nearest-even converters (dtype.h's bits). */
+SDC_D void sdc_kv_put(int dt, void *cache, size_t i, float v) {
+    if (dt == SDC_F32) ((float *)cache)[i] = v;
+    else if (dt == SDC_BF16) ((uint16_t *)cache)[i] = sd_f32_to_bf16(v);
+    else ((uint16_t *)cache)[i] = sd_f32_to_f16(v);
+}
+
 /* Position of row t of a call: *base + off + t (base in device memory). */
 SDC_D int sdc_pos(const int32_t *base, int off, int t) { return __ldg(base) + off + t; }
 

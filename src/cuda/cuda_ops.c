@@ -184,15 +184,9 @@ static specdec_status mm_join(cuda_be *c, const char *op, int n, const sd_mat *c
     return SPECDEC_OK;
 }
 
-/* Matrices over the same x: one launch (and one int8 preparation) when mm_join joins them, one
- * launch each otherwise. */
-specdec_status cu_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
-                           const int *ldy, int T) {
-    cuda_be *c = cu_of(b);
-    OP_BEGIN(c);
-    sdc_mm_params p[SDC_MM_SEGS], f;
-    bool joined;
-    SD_TRY(mm_join(c, "matmul_n", n, W, x, ldx, y, ldy, T, p, &f, &joined));
+/* mm_join's result launched: one launch (and one int8 preparation) when joined, one each
+ * otherwise. */
+static specdec_status mm_run(cuda_be *c, int n, sdc_mm_params *p, sdc_mm_params *f, bool joined, int T) {
     if (!joined) {
         for (int i = 0; i < n; i++) {
             SD_TRY(i8_scratch(c, &p[i], T));
@@ -200,8 +194,19 @@ specdec_status cu_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const f
         }
         return SPECDEC_OK;
     }
-    SD_TRY(i8_scratch(c, &f, T));
-    return cu_op_end(c, sdc_matmul(&f, &c->dev), "matmul");
+    SD_TRY(i8_scratch(c, f, T));
+    return cu_op_end(c, sdc_matmul(f, &c->dev), "matmul");
+}
+
+/* Matrices over the same x: one launch when mm_join joins them, one launch each otherwise. */
+specdec_status cu_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
+                           const int *ldy, int T) {
+    cuda_be *c = cu_of(b);
+    OP_BEGIN(c);
+    sdc_mm_params p[SDC_MM_SEGS], f;
+    bool joined;
+    SD_TRY(mm_join(c, "matmul_n", n, W, x, ldx, y, ldy, T, p, &f, &joined));
+    return mm_run(c, n, p, &f, joined, T);
 }
 
 /* rmsnorm then matmul_n. Where the matrices join into one int8 launch, its preparation kernel
@@ -219,9 +224,9 @@ specdec_status cu_norm_matmul_n(sd_backend *b, const float *w, float eps, const 
     sdc_mm_params p[SDC_MM_SEGS], f;
     bool joined;
     SD_TRY(mm_join(c, "norm_matmul_n", n, W, xn, ldxn, y, ldy, T, p, &f, &joined));
-    if (!joined || !sdc_mm_i8(f.fmt)) {
+    if (!joined || !sdc_mm_i8(f.fmt)) {   /* the parameters already read x from xn */
         SD_TRY(cu_op_end(c, sdc_rmsnorm(xn, ldxn, x, ldx, w, cols, T, eps, &c->dev), "rmsnorm"));
-        return cu_matmul_n(b, n, W, xn, ldxn, y, ldy, T);
+        return mm_run(c, n, p, &f, joined, T);
     }
     f.x = x;
     f.ldx = ldx;

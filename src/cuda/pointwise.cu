@@ -44,11 +44,7 @@ __global__ void kv_store_k(int dt, void *cache, int row_elems, const float *src,
     sdc_grid_enter();
     const int t = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= row_elems) return;
-    const size_t dst = (size_t)sdc_pos(pb, off, t) * row_elems + i;
-    const float v = src[(size_t)t * row_elems + i];
-    if (dt == SDC_F32) ((float *)cache)[dst] = v;
-    else if (dt == SDC_BF16) ((uint16_t *)cache)[dst] = sd_f32_to_bf16(v);
-    else ((uint16_t *)cache)[dst] = sd_f32_to_f16(v);
+    sdc_kv_put(dt, cache, (size_t)sdc_pos(pb, off, t) * row_elems + i, src[(size_t)t * row_elems + i]);
 }
 
 unsigned grid_for(size_t n) {

@@ -12,12 +12,6 @@ namespace {
 
 constexpr int QKV_THREADS = 256, QKV_WARPS = QKV_THREADS / 32;
 
-SDC_D void kv_put(int dt, void *cache, size_t i, float v) {
-    if (dt == SDC_F32) ((float *)cache)[i] = v;
-    else if (dt == SDC_BF16) ((uint16_t *)cache)[i] = sd_f32_to_bf16(v);
-    else ((uint16_t *)cache)[i] = sd_f32_to_f16(v);
-}
-
 __global__ void __launch_bounds__(QKV_THREADS) qkv_kernel(const sdc_qkv_params p) {
     __shared__ float rowbuf[QKV_WARPS][SDC_QKV_MAX_HD];
     sdc_grid_enter();
@@ -31,7 +25,7 @@ __global__ void __launch_bounds__(QKV_THREADS) qkv_kernel(const sdc_qkv_params p
     if (h >= p.nh + p.nkv) {   /* v head: stored as is */
         const int kh = h - p.nh - p.nkv;
         const float *src = p.v + (size_t)t * kvrow + (size_t)kh * hd;
-        for (int i = lane; i < hd; i += 32) kv_put(p.kv_dt, p.vc, pos * kvrow + (size_t)kh * hd + i, src[i]);
+        for (int i = lane; i < hd; i += 32) sdc_kv_put(p.kv_dt, p.vc, pos * kvrow + (size_t)kh * hd + i, src[i]);
         return;
     }
     const bool isq = h < p.nh;
@@ -50,8 +44,8 @@ __global__ void __launch_bounds__(QKV_THREADS) qkv_kernel(const sdc_qkv_params p
         x[j + half] = b;
         if (!isq) {
             const size_t o = pos * kvrow + (size_t)kh * hd;
-            kv_put(p.kv_dt, p.kc, o + j, a);
-            kv_put(p.kv_dt, p.kc, o + j + half, b);
+            sdc_kv_put(p.kv_dt, p.kc, o + j, a);
+            sdc_kv_put(p.kv_dt, p.kc, o + j + half, b);
         }
     }
 }

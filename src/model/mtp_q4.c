@@ -64,7 +64,6 @@ void sd_mtp_q4_free(sd_mtp_w *q) {
 }
 
 specdec_status sd_mtp_q4(const sd_mtp_w *h, sd_mtp_w *q, specdec_err *err) {
-    memset(q, 0, sizeof *q);
     *q = *h;
     q->owned = NULL;
     q->n_owned = 0;

@@ -96,14 +96,7 @@ int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *
     else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return -1; cp->n_ctx = (int)v; }
     else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp->kv_dtype)) return -1; }
     else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp->precision)) return -1; }
-    else if (!strcmp(a, "--drafter-weights")) {
-        static const char *const names[] = {"stored", "q4", "default"};
-        static const int values[] = {SPECDEC_DRAFTER_WEIGHTS_STORED, SPECDEC_DRAFTER_WEIGHTS_Q4,
-                                     SPECDEC_DRAFTER_WEIGHTS_DEFAULT};
-        int dw = 0;
-        if (cli_choice(a, val, names, values, 3, &dw)) return -1;
-        cp->drafter_weights = (specdec_drafter_weights)dw;
-    }
+    else if (!strcmp(a, "--drafter-weights")) { if (cli_parse_drafter_weights(val, &cp->drafter_weights)) return -1; }
     else if (!strcmp(a, "--reference")) { cp->reference_kernels = true; return 1; }   /* a flag: no value */
     else if (cli_is_tp_opt(a)) { if (cli_tp_opt(a, val, cp)) return -1; }
     else return 0;
@@ -126,6 +119,15 @@ int cli_parse_precision(const char *s, specdec_precision *out) {
     int v = 0;
     if (cli_choice("--precision", s, names, values, 3, &v)) return 1;
     *out = (specdec_precision)v;
+    return 0;
+}
+
+int cli_parse_drafter_weights(const char *s, specdec_drafter_weights *out) {
+    static const char *const names[] = {"stored", "q4", "default"};
+    static const int values[] = {SPECDEC_DRAFTER_WEIGHTS_STORED, SPECDEC_DRAFTER_WEIGHTS_Q4, SPECDEC_DRAFTER_WEIGHTS_DEFAULT};
+    int v = 0;
+    if (cli_choice("--drafter-weights", s, names, values, 3, &v)) return 1;
+    *out = (specdec_drafter_weights)v;
     return 0;
 }
 

@@ -46,6 +46,8 @@ int cli_prompt_cmd_option(const char *cmd, const char *a, const char *val, specd
                           const char **prompt, const char **file, int *i);
 /* --precision f32|int8|default */
 int cli_parse_precision(const char *s, specdec_precision *out);
+/* --drafter-weights stored|q4|default */
+int cli_parse_drafter_weights(const char *s, specdec_drafter_weights *out);
 /* Tensor parallelism, shared by every command that makes a context: --tp N and
  * --tp-reduce gather|ring|none into cp. cli_tp_opt returns 0 when consumed, 1 on an error. */
 bool cli_is_tp_opt(const char *a);
