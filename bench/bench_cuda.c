@@ -13,15 +13,19 @@
  *   - matmul per model shape (embedded pair, Qwen3 1.7B / 8B / 32B) and matrix (q, k = v, o,
  *     gate = up, down, LM head 151936 x H), for 4-bit g64, 8-bit g64 (bf16 scales) and bf16, at
  *     T = 1, 2, 4, 8, 16, 32, 64: median us (min-max) per call, GB/s, floor ratio, time / T=1;
- *     for T <= 8 both arms, the tiled kernel (matmul.cu) and the default pick (gemv.cu), recorded
+ *     for T <= 8 both arms, the default pick and the streaming kernel (stream.cu), recorded
  *     once each and their replays alternated, 15 of each; then per model and format the matmul
  *     time of one decode step (all layers + LM head, T = 1) against its floor, both arms;
- *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and the tiled arm;
- *   - attention (8B shape, bf16 KV) at 128..8192 keys, T = 1 and 4, against the KV bytes;
+ *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and with the streaming kernel;
+ *   - attention (8B shape, bf16 KV) at 128..8192 keys, T = 1 and 4, against the KV bytes, the
+ *     split kernel (attention.cu) and the staged one (attn_staged.cu);
  *   - the cost of one launch, eager and inside a replayed recording;
  *   - bitwise batch-invariance self-checks (a row alone vs the same row in T = 2..64 calls, the
  *     fused LM head vs argmax of the logits, attention rows alone vs T = 16), PASS / FAIL.
- * --quick: the embedded and 8B shapes, 4-bit and bf16, T = 1, 2, 4, 8, 16 (a shorter run). */
+ * --quick: the embedded and 8B shapes, 4-bit and bf16, T = 1, 2, 4, 8, 16 (a shorter run).
+ * --matmul S:F (repeatable): only the matmul tables of shape S (0 embedded, 1 1.7B, 2 8B, 3 32B)
+ * and format F (0 q4g64, 1 q8g64, 2 bf16, 3 q4g64 int8, 4 q8g64 int8), T = 1..16, then the fused
+ * LM head's and the attention's tables. */
 #ifdef SPECDEC_HAVE_CUDA
 #include "backend/backend.h"
 #include "cuda/cuda_backend.h"
@@ -240,15 +244,16 @@ static const shape SHAPES[] = {
 };
 
 
-/* Both arms of one (matrix, T): the tiled kernel (sd_cuda_matmul_legacy(1)) and the default
- * pick (gemv.cu's kernel for T <= 8), each recorded once under its setting (the recording's
+/* Both arms of one (matrix, T): the default pick (gemv.cu's or the tiled kernel:
+ * sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV)) and the streaming kernel where it applies
+ * (SD_CUDA_MM_STREAM, stream.cu), each recorded once under its setting (the recording's
  * first launch is the warm-up), then SAMPLES replays of each, alternating A B A B ..., so load
  * and clocks fall on both alike; median, min and max per arm. */
-static void time_arms(mm_ctx *c, int k, timing *tiled, timing *dflt) {
+static void time_arms(mm_ctx *c, int k, timing *before, timing *dflt) {
     batch a = {issue_mm, c, k, next_key++}, b = {issue_mm, c, k, next_key++};
-    sd_cuda_matmul_legacy(1);
+    sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
     run_batch(&a);
-    sd_cuda_matmul_legacy(0);
+    sd_cuda_matmul_kernels(SD_CUDA_MM_STREAM);
     run_batch(&b);
     double va[SAMPLES], vb[SAMPLES];
     for (int s = 0; s < SAMPLES; s++) {
@@ -258,7 +263,7 @@ static void time_arms(mm_ctx *c, int k, timing *tiled, timing *dflt) {
     if (G->i->sync(G, &E) != SPECDEC_OK) die("sync", E.msg);
     qsort(va, SAMPLES, sizeof va[0], cmpd);
     qsort(vb, SAMPLES, sizeof vb[0], cmpd);
-    *tiled = (timing){va[SAMPLES / 2], va[0], va[SAMPLES - 1]};
+    *before = (timing){va[SAMPLES / 2], va[0], va[SAMPLES - 1]};
     *dflt = (timing){vb[SAMPLES / 2], vb[0], vb[SAMPLES - 1]};
 }
 
@@ -269,8 +274,8 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
     const int per_layer[6] = {1, 2, 1, 2, 1, 0};
     double step_t = 0, step_old = 0, step_floor = 0;
     sd_cuda_set_int8(G, f->int8);
-    printf("| %s %s | rows x cols | MB | T | tiled us median (min-max) | us median (min-max) | GB/s | x floor | x T=1 | "
-           "tiled / this |\n", sh->name, f->name);
+    printf("| %s %s | rows x cols | MB | T | default us median (min-max) | streaming us median (min-max) | GB/s | x floor | x T=1 | "
+           "default / streaming |\n", sh->name, f->name);
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
     float *x = drandom((size_t)64 * 25600, 1.0f), *y = dalloc((size_t)64 * VOCAB * sizeof(float));
     for (int m = 0; m < 6; m++) {
@@ -286,7 +291,7 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
             mm_ctx c = {w, ncopy, x, y, Ts[k], 0, NULL};
             timing t, to = {0, 0, 0};
             if (Ts[k] <= 8) time_arms(&c, ncopy < 8 ? 8 : ncopy, &to, &t);
-            else t = time_seq(issue_mm, &c, ncopy < 8 ? 8 : ncopy);   /* one kernel for both: the tiled one */
+            else t = time_seq(issue_mm, &c, ncopy < 8 ? 8 : ncopy);   /* one kernel for both: the tiled one (T > 8) */
             if (Ts[k] == 1) t1 = t.med;
             const double floor = bytes / bw;
             char old[64] = "same kernel";
@@ -304,8 +309,8 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
         for (int c = 0; c < ncopy; c++) free_mat(&w[c]);
         free(w);
     }
-    printf("\n%s %s: matmuls of one decode step (T = 1, %d layers + LM head): %.3f ms (tiled kernel %.3f ms), "
-           "floor %.3f ms, x %.2f (tiled x %.2f)\n\n", sh->name, f->name, sh->layers, 1e3 * step_t, 1e3 * step_old,
+    printf("\n%s %s: matmuls of one decode step (T = 1, %d layers + LM head): streaming %.3f ms (default pick %.3f ms), "
+           "floor %.3f ms, x %.2f (default x %.2f)\n\n", sh->name, f->name, sh->layers, 1e3 * step_t, 1e3 * step_old,
            1e3 * step_floor, step_t / step_floor, step_old / step_floor);
     sd_cuda_set_int8(G, 0);
     G->i->release(G, x);
@@ -315,7 +320,7 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
 /* ---- the fused LM head ---- */
 
 static void bench_lm_argmax(void) {
-    printf("| LM head %d x 4096 | T | matmul + argmax us | lm_argmax us | ratio | lm_argmax, tiled kernel us |\n"
+    printf("| LM head %d x 4096 | T | matmul + argmax us | lm_argmax us | ratio | lm_argmax, default pick us |\n"
            "|---|---|---|---|---|---|\n", VOCAB);
     float *x = drandom((size_t)4 * 4096, 1.0f), *y = dalloc((size_t)4 * VOCAB * sizeof(float));
     int32_t *out = dalloc(64);
@@ -367,16 +372,22 @@ static void bench_attention(void) {
     c.q = drandom((size_t)64 * 32 * 128, 1.0f);
     c.o = dalloc((size_t)64 * 32 * 128 * 4);
     c.pos = dalloc(4);
-    printf("| attention 32/8 heads, hd 128, bf16 KV | keys | T | us median (min-max) | KV MB | x floor |\n|---|---|---|---|---|---|\n");
+    printf("| attention 32/8 heads, hd 128, bf16 KV | keys | T | split kernel us median (min-max) | staged kernel us "
+           "median (min-max) | KV MB | split x floor | staged x floor |\n|---|---|---|---|---|---|---|---|\n");
     for (int n = 128; n <= 8192; n *= 4)
         for (int T = 1; T <= 4; T += 3) {
             int32_t p0 = n - 1;   /* the first row sees n keys */
             dwrite(c.pos, &p0, 4);
             c.T = T;
+            sd_cuda_attention_kernel(0);
             timing t = time_seq(issue_attn, &c, 8);
+            sd_cuda_attention_kernel(1);
+            timing ts = time_seq(issue_attn, &c, 8);
+            sd_cuda_attention_kernel(0);
             double bytes = 2.0 * (double)(n + T - 1) * row * 2;
-            printf("| | %d | %d | %.1f (%.1f-%.1f) | %.2f | %.2f |\n", n, T, 1e6 * t.med, 1e6 * t.mn, 1e6 * t.mx, 1e-6 * bytes,
-                   t.med / (bytes / bw));
+            printf("| | %d | %d | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.2f | %.2f | %.2f |\n", n, T, 1e6 * t.med, 1e6 * t.mn,
+                   1e6 * t.mx, 1e6 * ts.med, 1e6 * ts.mn, 1e6 * ts.mx, 1e-6 * bytes, t.med / (bytes / bw),
+                   ts.med / (bytes / bw));
         }
     printf("\n");
     G->i->release(G, c.kv.k);
@@ -511,11 +522,17 @@ int main(int argc, char **argv) {
     bool quick = false, profile = false;
     sd_backend_opts o;
     memset(&o, 0, sizeof o);
+    int only[16][2], nonly = 0;   /* --matmul S:F: only these matmul tables */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--profile")) profile = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) o.device = atoi(argv[++i]);
-        else die("usage", "bench_cuda [--quick | --profile] [--device N]");
+        else if (!strcmp(argv[i], "--matmul") && i + 1 < argc && nonly < 16 &&
+                 sscanf(argv[i + 1], "%d:%d", &only[nonly][0], &only[nonly][1]) == 2 && only[nonly][0] >= 0 &&
+                 only[nonly][0] < 4 && only[nonly][1] >= 0 && only[nonly][1] < NFMTS) {
+            nonly++;
+            i++;
+        } else die("usage", "bench_cuda [--quick | --profile | --matmul SHAPE:FORMAT ...] [--device N]");
     }
     if (sd_backend_create("cuda", &o, &G, &E) != SPECDEC_OK) die("cuda backend", E.msg);
     S = sd_cuda_stream(G);
@@ -546,7 +563,11 @@ int main(int argc, char **argv) {
     check_invariance();
     bench_launch();
     const int Tall[] = {1, 2, 4, 8, 16, 32, 64}, Tq[] = {1, 2, 4, 8, 16};
-    if (quick) {   /* the short tables first, then the 8B shape before the embedded one */
+    if (nonly) {   /* the named tables at T = 1, 2, 4, 8, 16, the fused LM head's after them */
+        for (int k = 0; k < nonly; k++) bench_matmul(&SHAPES[only[k][0]], &FMTS[only[k][1]], Tq, 5);
+        bench_lm_argmax();
+        bench_attention();
+    } else if (quick) {   /* the short tables first, then the 8B shape before the embedded one */
         bench_attention();
         bench_lm_argmax();
         const int fq[] = {0, 3, 2};   /* q4 f32, q4 int8, bf16 */

@@ -31,7 +31,11 @@
 #             classic and MTP interleaved, on the embedded target and the inflated 8B shape
 #   ab        end to end against an earlier commit (its source as .old/src-*.tar.xz, built beside)
 #             and with programmatic launches (SPECDEC_CUDA_PDL=1) against without
-#             (bench/ab_binaries.sh; AB_MODELS, default the inflated 8B shape then the embedded pair).
+#             (bench/ab_binaries.sh; AB_MODELS, default the inflated 8B shape then the embedded pair;
+#             AB_KINDS, default "old pdl": "kernels" adds, in one binary, the weight-streaming matmul
+#             and the staged attention (SPECDEC_CUDA_STREAM=1 SPECDEC_CUDA_ATTN=staged) against the
+#             default kernels). Those two variables, exported before gpu.sh, put every other phase
+#             (test aside: it runs both kernels itself) on the new kernels.
 #             The archive, made where git is, in a folder .git/info/exclude ignores, carried:
 #               git archive C CMakeLists.txt src include tools bench tests ':(exclude)tests/fixtures' \
 #                 ':(exclude)tests/data' ':(exclude)tools/train/results' | xz -1 > .old/src-C.tar.xz
@@ -194,10 +198,20 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
   for m in ${AB_MODELS:-$D $M}; do
     [ "$m" = "$D" ] && [ ! -d "$D" ] && { run_to 400 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$D" --shape qwen3-8b || log "inflate 8b FAILED"; }
     tag=$(basename "$m"); np=4; r=5; [ "$m" = "$D" ] && { np=${AB_NP:-2}; r=${AB_R:-3}; }
-    if [ -x "$OLD_BIN" ]; then
-      OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" run_to 500 "$OUT/ab_old_$tag.md" bash bench/ab_binaries.sh "$OLD_BIN" "$BIN" "$m" $np $r 128
-      log "new / old $tag: $(grep '^| p' "$OUT/ab_old_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
-    else log "old build FAILED: $(tail -3 "$OUT/old_build.log" 2>/dev/null)"; fi
+    kinds=" ${AB_KINDS:-old pdl} "
+    if [[ $kinds == *" old "* ]]; then
+      if [ -x "$OLD_BIN" ]; then
+        OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" run_to 500 "$OUT/ab_old_$tag.md" bash bench/ab_binaries.sh "$OLD_BIN" "$BIN" "$m" $np $r 128
+        log "new / old $tag: $(grep '^| p' "$OUT/ab_old_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+      else log "old build FAILED: $(tail -3 "$OUT/old_build.log" 2>/dev/null)"; fi
+    fi
+    if [[ $kinds == *" kernels "* ]]; then
+      OLD_ENV="SPECDEC_CUDA_STREAM=0 SPECDEC_CUDA_ATTN=split" NEW_ENV="SPECDEC_CUDA_STREAM=1 SPECDEC_CUDA_ATTN=staged" \
+        OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
+        run_to 500 "$OUT/ab_kernels_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
+      log "streaming matmul + staged attention / defaults $tag: $(grep '^| p' "$OUT/ab_kernels_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+    fi
+    [[ $kinds == *" pdl "* ]] || continue
     OLD_ENV=SPECDEC_CUDA_PDL=0 NEW_ENV=SPECDEC_CUDA_PDL=1 OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
       run_to 500 "$OUT/ab_pdl_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
     log "pdl / no pdl $tag: $(grep '^| p' "$OUT/ab_pdl_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"

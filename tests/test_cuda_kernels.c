@@ -92,18 +92,27 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
         CHECK(diff == 0, "%s: %d of %d rows at T = %d differ from the row alone (batch invariance)", what, diff, T, T);
     }
-    /* the tiled kernel (matmul.cu) gives the bits of gemv.cu's kernel, which ran every call of
-     * T <= 8 above (the switch exists only where the CUDA backend is built) */
+    /* every kernel gives the bits of the default pick above (gemv.cu's kernel for T <= 8 where
+     * x fits, else the tiled one): the streaming kernel (stream.cu) where it applies, the tiled
+     * kernel (matmul.cu) alone, and the streaming kernel on 3 blocks of 2 stages (several tiles
+     * a block, its stages reused); the switches exist only where the CUDA backend is built */
 #ifdef SPECDEC_HAVE_CUDA
-    sd_cuda_matmul_legacy(1);
-    for (int T = 1; T <= 8; T += 3) {
-        CHECK_OP(g, g->i->matmul(g, &h->d, dx, ldx, dy, ldy, T), what);
-        dget(y, dy, (size_t)T * ldy * 4);
-        int diff = 0;
-        for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
-        CHECK(diff == 0, "%s: %d of %d rows at T = %d differ between the tiled and the gemv kernel", what, diff, T, T);
+    const char *kname[3] = {"the streaming kernel", "the tiled kernel", "the streaming kernel on 3 blocks"};
+    for (int m = 0; m < 3; m++) {
+        sd_cuda_matmul_kernels(m == 1 ? SD_CUDA_MM_TILED : SD_CUDA_MM_STREAM);
+        if (m == 2) sd_cuda_matmul_stream_cap(3, 2);
+        const int Tk[] = {1, 2, 4, 7, 8};
+        for (size_t k = 0; k < sizeof Tk / sizeof Tk[0]; k++) {
+            const int T = Tk[k];
+            CHECK_OP(g, g->i->matmul(g, &h->d, dx, ldx, dy, ldy, T), what);
+            dget(y, dy, (size_t)T * ldy * 4);
+            int diff = 0;
+            for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
+            CHECK(diff == 0, "%s: %d of %d rows at T = %d differ between %s and the default pick", what, diff, T, T, kname[m]);
+        }
+        sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
+        sd_cuda_matmul_stream_cap(0, 0);
     }
-    sd_cuda_matmul_legacy(0);
 #endif
 
     /* fused LM head: plain and through a map (row r -> token 7 * r + 1) */
@@ -111,17 +120,29 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
     for (int i = 0; i < rows; i++) map[i] = 7 * i + 1;
     int32_t *dmap = dput(map, sizeof(int32_t) * (size_t)rows);
     const int Tl[] = {1, 3, 8, 64};
-    for (size_t k = 0; k < sizeof Tl / sizeof Tl[0]; k++)
-        for (int use_map = 0; use_map < 2; use_map++) {
-            const int T = Tl[k];
-            CHECK_OP(g, g->i->lm_argmax(g, &h->d, dx, ldx, T, use_map ? dmap : NULL, dout), "lm_argmax");
-            dget(out, dout, (size_t)T * 4);
-            for (int t = 0; t < T; t++) {
-                int32_t a = host_argmax(one + (size_t)t * rows, rows);
-                CHECK(out[t] == (use_map ? map[a] : a), "%s: lm_argmax T %d token %d: %d, argmax of the logits %d", what, T,
-                      t, out[t], use_map ? map[a] : a);
+    for (int km = 0; km < 3; km++) {   /* the default pick, the streaming kernel, and it on 3 blocks */
+#ifdef SPECDEC_HAVE_CUDA
+        sd_cuda_matmul_kernels(km ? SD_CUDA_MM_STREAM : SD_CUDA_MM_GEMV);
+        sd_cuda_matmul_stream_cap(km == 2 ? 3 : 0, km == 2 ? 2 : 0);
+#else
+        if (km) break;
+#endif
+        for (size_t k = 0; k < sizeof Tl / sizeof Tl[0]; k++)
+            for (int use_map = 0; use_map < 2; use_map++) {
+                const int T = Tl[k];
+                CHECK_OP(g, g->i->lm_argmax(g, &h->d, dx, ldx, T, use_map ? dmap : NULL, dout), "lm_argmax");
+                dget(out, dout, (size_t)T * 4);
+                for (int t = 0; t < T; t++) {
+                    int32_t a = host_argmax(one + (size_t)t * rows, rows);
+                    CHECK(out[t] == (use_map ? map[a] : a), "%s: lm_argmax T %d token %d: %d, argmax of the logits %d",
+                          what, T, t, out[t], use_map ? map[a] : a);
+                }
             }
-        }
+    }
+#ifdef SPECDEC_HAVE_CUDA
+    sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
+    sd_cuda_matmul_stream_cap(0, 0);
+#endif
     dfree(dmap);
     free(map);
     dfree(dy);
@@ -552,6 +573,24 @@ static void test_attention(int nh, int nkv, int hd, sd_kv_dtype_e dt, int pos0) 
     CHECK_OP(G, G->i->attention(G, &s, &dkv, dq + 2 * qn, dout + 2 * qn, 7, (sd_pos){dp, 2}), what);
     dget(o, dout, sizeof(float) * TMAX * qn);
     CHECK(same_bits(o, one, sizeof(float) * TMAX * qn), "%s: a call split 2 + 7 differs", what);
+#ifdef SPECDEC_HAVE_CUDA
+    /* the staged kernel (attn_staged.cu): the same bits, alone, at T = 9 and split 2 + 7 */
+    sd_cuda_attention_kernel(1);
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 0)
+            for (int t = 0; t < TMAX; t++)
+                CHECK_OP(G, G->i->attention(G, &s, &dkv, dq + (size_t)t * qn, dout + (size_t)t * qn, 1, (sd_pos){dp, t}), what);
+        else if (pass == 1) CHECK_OP(G, G->i->attention(G, &s, &dkv, dq, dout, TMAX, (sd_pos){dp, 0}), what);
+        else {
+            CHECK_OP(G, G->i->attention(G, &s, &dkv, dq, dout, 2, (sd_pos){dp, 0}), what);
+            CHECK_OP(G, G->i->attention(G, &s, &dkv, dq + 2 * qn, dout + 2 * qn, 7, (sd_pos){dp, 2}), what);
+        }
+        dget(o, dout, sizeof(float) * TMAX * qn);
+        CHECK(same_bits(o, one, sizeof(float) * TMAX * qn), "%s: the staged kernel differs from the split kernel (pass %d)",
+              what, pass);
+    }
+    sd_cuda_attention_kernel(0);
+#endif
     dfree(dkv.k); dfree(dkv.v); dfree(dq); dfree(dout); dfree(dp);
     free(k); free(v); free(tmp); free(q); free(o); free(ref); free(one);
 }
@@ -619,7 +658,14 @@ int main(void) {
     }
     /* q, k, v and gate, up in one launch (a part of 36 rows: a lane group's rows may span two) */
     const int qkv[3] = {256, 64, 64}, gu[3] = {512, 512, 0}, odd[3] = {36, 100, 28};
+    const int fq[3] = {256, 64, 64}, fg[3] = {300, 300, 0};
     sd_backend *gs[2] = {G, G8};
+    /* both under the default pick and under the streaming kernel (its segmented stores, its
+     * residual adds, and the preparations that let it start early) */
+    for (int km = 0; km < 2; km++) {
+#ifdef SPECDEC_HAVE_CUDA
+    sd_cuda_matmul_kernels(km ? SD_CUDA_MM_STREAM : SD_CUDA_MM_GEMV);
+#endif
     for (int k = 0; k < 2; k++) {
         if (!gs[k]) continue;
         CHECK(G->i->sync(G, &E) == SPECDEC_OK, "sync: %s", E.msg);
@@ -633,7 +679,6 @@ int main(void) {
         CHECK(gs[k]->i->sync(gs[k], &E) == SPECDEC_OK, "sync: %s", E.msg);
     }
     /* the fused ops at both precisions: the int8 preparation applies the norm and SwiGLU itself */
-    const int fq[3] = {256, 64, 64}, fg[3] = {300, 300, 0};
     for (int k = 0; k < 2; k++) {
         if (!gs[k]) continue;
         test_fused_mm(gs[k], 2, fg, 4096, SPECDEC_DTYPE_BF16, 4, 64);   /* a norm by one block */
@@ -645,6 +690,10 @@ int main(void) {
         }
         CHECK(gs[k]->i->sync(gs[k], &E) == SPECDEC_OK, "sync: %s", E.msg);
     }
+    }
+#ifdef SPECDEC_HAVE_CUDA
+    sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
+#endif
     if (G8) sd_backend_free(G8);
     if (R8) sd_backend_free(R8);
     G8 = R8 = NULL;
@@ -673,6 +722,7 @@ int main(void) {
         test_attention(32, 8, 128, SD_KV_BF16, 4200);   /* 33+ chunks: split slots take two each */
         test_attention(5, 1, 48, SD_KV_F32, 127);
         test_attention(16, 2, 256, SD_KV_F16, 250);
+        test_attention(4, 2, 256, SD_KV_F32, 200);        /* V staged after the scores, in K's place */
     }
     cuda_teardown();
     return check_finish("test_cuda_kernels");

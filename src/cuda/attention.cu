@@ -18,7 +18,9 @@
  * Every step's order depends only on the row's position and head_dim, never on T, on the other
  * rows, on GS or on the grid: a row's output is the same bits in any call that holds it, and a
  * prefill split into calls differently gives the same cache and the same rows. Blocks whose slot
- * has no chunk (short contexts) exit at once; the grid depends only on T and the shape. */
+ * has no chunk (short contexts) exit at once; the grid depends only on T and the shape.
+ * attn_staged.cu computes the same values with the chunk staged in shared memory and the merge
+ * in the same launch; sd_cuda_attention_kernel (SPECDEC_CUDA_ATTN=staged) picks it. */
 #include "cuda/attention.h"
 #include "cuda/common.cuh"
 
@@ -219,9 +221,14 @@ extern "C" size_t sdc_attn_scratch_floats(int T, int nh, int hd) {
     return (size_t)(T > 0 ? T : 1) * (size_t)nh * SDC_ATTN_SPLITS * ((size_t)hd + 2);
 }
 
+static int g_staged = 0;   /* sd_cuda_attention_kernel */
+
+extern "C" void sd_cuda_attention_kernel(int staged) { g_staged = staged != 0; }
+
 extern "C" cudaError_t sdc_attention(const sdc_attn_params *p, const sdc_dev *d) {
     if (p->T <= 0) return cudaSuccess;
     if (p->nkv <= 0 || p->nh % p->nkv || p->hd <= 0 || p->hd % 16 || p->hd > SDC_ATTN_MAX_HD) return cudaErrorInvalidValue;
+    if (g_staged && p->count && (((uintptr_t)p->k | (uintptr_t)p->v) & 15u) == 0) return sdc_attn_staged(p, d);
     const int grp = p->nh / p->nkv;
     const int gs = grp % 8 == 0 ? 8 : grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
     attn_fn fn = gs == 8 ? pick_dt<8>(p->kvdt) : gs == 4 ? pick_dt<4>(p->kvdt) : gs == 3 ? pick_dt<3>(p->kvdt)

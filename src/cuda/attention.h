@@ -23,11 +23,19 @@ typedef struct sdc_attn_params {
     float scale;              /* 1 / sqrt(hd) */
     float *part_o;            /* (T, nh, SDC_ATTN_SPLITS, hd) scratch */
     float *part_ml;           /* (T, nh, SDC_ATTN_SPLITS, 2) scratch: running max, sum of exp */
+    int *count;               /* (T, nh) scratch, zeros between calls: finished slots per (row, head
+                               * group), for attn_staged.cu (NULL: attention.cu's kernels only) */
 } sdc_attn_params;
 
-/* Scratch floats (part_o + part_ml) for calls of up to T rows. */
+/* Scratch floats (part_o + part_ml) for calls of up to T rows; count takes T * nh ints more. */
 size_t sdc_attn_scratch_floats(int T, int nh, int hd);
 cudaError_t sdc_attention(const sdc_attn_params *p, const sdc_dev *d);
+/* attn_staged.cu: the same values, K and V of a chunk staged by cp.async and the slots merged in
+ * the same launch (needs count and 16-byte aligned caches); sdc_attention calls it when
+ * sd_cuda_attention_kernel(1) is in force. The init opts it in to its dynamic shared memory
+ * (once per device; optin: the device's opt-in bytes per block). */
+cudaError_t sdc_attn_staged(const sdc_attn_params *p, const sdc_dev *d);
+cudaError_t sdc_attn_staged_init(int optin);
 
 #ifdef __cplusplus
 }

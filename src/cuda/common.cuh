@@ -108,6 +108,17 @@ SDC_D void sdc_grid_enter(void) {
     sdc_grid_wait();
     sdc_grid_release();
 }
+/* The two the other way round, for the int8 preparation kernels before the streaming matmul
+ * (sdc_mm_params.early), whose next kernel is always that matmul: it may then start while the
+ * kernel before the preparation still runs, and its work before the wait reads only weights
+ * (stream.cu's first copies). Still
+ * correct under the rule: the matmul's wait returns once the preparation has completed, which
+ * is after the preparation's own wait on the kernel before it. Two kernels may then wait at
+ * once, each launched only after every block before it is resident, so none starves another. */
+SDC_D void sdc_grid_release_early(void) {
+    sdc_grid_release();
+    sdc_grid_wait();
+}
 
 template <typename... K, typename... A>
 static cudaError_t sdc_launch(const sdc_dev *d, void (*fn)(K...), dim3 grid, dim3 block, size_t smem, A... args) {

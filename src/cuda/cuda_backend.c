@@ -245,6 +245,10 @@ specdec_status cu_scratch(cuda_be *c, cu_buf *buf, size_t bytes, const char *wha
         snprintf(w, sizeof w, "%s scratch", what);
         return nomem(c, err, w, bytes);
     }
+    /* zeros to start with: the attention's per-call counters rely on it */
+    if ((e = cudaMemsetAsync(buf->p, 0, bytes, c->dev.stream)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(c->dev.stream)) != cudaSuccess)
+        return cu_cuda_fail(c, err, e, what);
     buf->cap = bytes;
     return SPECDEC_OK;
 }
@@ -254,6 +258,10 @@ size_t cu_rowpart_bytes(int T, int n) {
     size_t a = (size_t)T * nb * sizeof(sdc_best);
     size_t s = (size_t)T * ns * (sizeof(sdc_best) + sizeof(sdc_dbest)) + 16;
     return a > s ? a : s;
+}
+
+size_t cu_attn_bytes(int T, int nh, int hd) {
+    return sdc_attn_scratch_floats(T, nh, hd) * sizeof(float) + (size_t)(T > 0 ? T : 1) * (size_t)nh * sizeof(int);
 }
 
 size_t cu_lma_bytes(int T) {
@@ -269,8 +277,7 @@ static specdec_status cu_reserve(sd_backend *b, const sd_attn_shape *s, int max_
     SD_TRY(no_capture(c, err, "reserve"));
     if (max_T < 1) max_T = 1;
     if (s && s->n_heads > 0 && s->head_dim > 0)
-        SD_TRY(cu_scratch(c, &c->attn, sdc_attn_scratch_floats(max_T, s->n_heads, s->head_dim) * sizeof(float),
-                          "attention", err));
+        SD_TRY(cu_scratch(c, &c->attn, cu_attn_bytes(max_T, s->n_heads, s->head_dim), "attention", err));
     if (vocab > 0) SD_TRY(cu_scratch(c, &c->rowpart, cu_rowpart_bytes(max_T, vocab), "argmax/sampler", err));
     SD_TRY(cu_scratch(c, &c->lma, cu_lma_bytes(max_T), "fused LM head", err));
     if (c->i8) {   /* the widest row int8 takes (sd_i8_applies: 32768 columns), 4-bit's layout the larger */
@@ -568,6 +575,12 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
      * decode 1.05x (8B shape) and 1.11x (embedded pair), speculative 0.97-1.11x, text identical */
     const char *pdl = getenv("SPECDEC_CUDA_PDL");
     c->dev.pdl = !(pdl && pdl[0] == '0' && !pdl[1]);
+    /* kernels not yet measured on a device, chosen by hand until they are: the weight-streaming
+     * matmul (SPECDEC_CUDA_STREAM=1) and the staged attention (SPECDEC_CUDA_ATTN=staged); "0"
+     * and "split" choose the defaults (for A/B runs of one binary) */
+    const char *stv = getenv("SPECDEC_CUDA_STREAM"), *atv = getenv("SPECDEC_CUDA_ATTN");
+    if (stv && (!strcmp(stv, "1") || !strcmp(stv, "0"))) sd_cuda_matmul_kernels(stv[0] == '1' ? SD_CUDA_MM_STREAM : SD_CUDA_MM_GEMV);
+    if (atv && (!strcmp(atv, "staged") || !strcmp(atv, "split"))) sd_cuda_attention_kernel(atv[1] == 't');
     specdec_status st = SPECDEC_OK;
     if ((e = cudaStreamCreateWithFlags(&c->dev.stream, cudaStreamNonBlocking)) != cudaSuccess)
         st = cu_cuda_fail(c, err, e, "creating the stream");
@@ -575,7 +588,8 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
              (e = cudaHostAlloc((void **)&c->rbuf, CU_RBUF_BYTES, cudaHostAllocDefault)) != cudaSuccess)
         st = cu_errf(c, err, SPECDEC_ERR_NOMEM, "pinned staging buffers (2 x %zu MiB): %s", CU_RING_BYTES >> 20,
                      cudaGetErrorString(e));
-    else if (budget < (40 << 10) || (e = sdc_mm_init(budget, optin)) != cudaSuccess)
+    else if (budget < (40 << 10) || (e = sdc_mm_init(budget, optin)) != cudaSuccess ||
+             (e = sdc_attn_staged_init(optin)) != cudaSuccess)
         st = cu_errf(c, err, SPECDEC_ERR_UNSUPPORTED, "matmul kernels need %d KiB of shared memory per block (%d KiB opt-in): %s",
                      budget >> 10, optin >> 10, e != cudaSuccess ? cudaGetErrorString(e) : "too little");
     c->ring_cap = CU_RING_BYTES;

@@ -14,10 +14,22 @@ extern "C" {
 /* The stream every op of a CUDA backend (name "cuda") runs on. */
 cudaStream_t sd_cuda_stream(sd_backend *b);
 
-/* Benchmarks and tests: on != 0 runs every matmul and fused LM head of the process through the
- * tiled kernel (matmul.cu) instead of gemv.cu's kernel for T <= 8; a row's bits are the same
- * either way, only the speed differs. Read when an op is issued (a recording keeps its kernel). */
-void sd_cuda_matmul_legacy(int on);
+/* Which matmul kernels every matmul and fused LM head of the process may take: GEMV (the
+ * default), gemv.cu's kernel for T <= 8 where x fits in shared memory, else the tiled one
+ * (matmul.cu); STREAM, the weight-streaming kernel (stream.cu) for T <= 8 where it applies, else
+ * as GEMV (SPECDEC_CUDA_STREAM=1 at backend creation sets it; it becomes the default once
+ * measured faster on a device); TILED, the tiled kernel for every call. A row's bits are the
+ * same from each, only the speed differs. Read when an op is issued (a recording keeps its
+ * kernels). */
+enum { SD_CUDA_MM_GEMV = 0, SD_CUDA_MM_STREAM = 1, SD_CUDA_MM_TILED = 2 };
+void sd_cuda_matmul_kernels(int which);
+/* Tests: at most `blocks` blocks and `stages` stages (0: no cap) for the streaming kernel, so
+ * small matrices take it through several tiles per block and reuse its stages. */
+void sd_cuda_matmul_stream_cap(int blocks, int stages);
+/* Which attention kernel every attention op of the process takes: 0 (the default) attention.cu's
+ * split kernel and its combine, 1 attn_staged.cu's (SPECDEC_CUDA_ATTN=staged at backend
+ * creation sets it). The same bits either way. */
+void sd_cuda_attention_kernel(int staged);
 
 /* Benchmarks: switch backend b (name "cuda") between precision f32 (0) and int8 (1) for the ops
  * issued from now on (a recording keeps the kernels it was made with); switching on reserves

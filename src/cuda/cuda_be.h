@@ -117,6 +117,8 @@ specdec_status cu_copy_row(sd_backend *b, float *dst, const float *src, int ld, 
 
 /* Scratch bytes the per-row partials need for rows of n logits, T at a time. */
 size_t cu_rowpart_bytes(int T, int n);
+/* Scratch bytes of the attention's split partials and counters, T rows of nh heads at a time. */
+size_t cu_attn_bytes(int T, int nh, int hd);
 /* Scratch bytes of the fused LM head's partials, T tokens at a time. */
 size_t cu_lma_bytes(int T);   /* T: tokens, at most SDC_LMA_MAX_T count at once */
 

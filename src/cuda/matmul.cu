@@ -45,8 +45,10 @@
  * Which kernel. Calls of T <= 8 whose x fits in shared memory whole go to gemv.cu's kernel (made
  * for memory-level parallelism at batch 1), the rest to the tiled kernel here; both run the
  * per-row code of mm_core.cuh with the same lane ownership, so the choice never changes a bit
- * (gemv.cu's header has the argument for its shorter lane groups). sd_cuda_matmul_legacy(1)
- * sends every call here, for benchmarks.
+ * (gemv.cu's header has the argument for its shorter lane groups). Before both, calls of T <= 8
+ * with rows of at least 32 chunks may go to stream.cu's kernel, which streams the weights through
+ * shared memory and runs the same per-row code (sd_cuda_matmul_kernels, cuda_backend.h: off by
+ * default until it is measured on a device).
  *
  * The fused LM head keeps, per warp and token, the best (logit, row) in shared memory, then per
  * block; the blocks' bests go to p->part and a second small kernel (argmax.cu) reduces them.
@@ -54,6 +56,8 @@
 #include "cuda/matmul.h"
 #include "cuda/argmax.h"
 #include "cuda/gemv.h"
+#include "cuda/stream.h"
+#include "cuda/cuda_backend.h"
 #include "cuda/mm_core.cuh"
 #include "cuda/rms_core.cuh"
 
@@ -151,7 +155,8 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
  * expression), written to pre_out, then quantized. */
 template <int BITS, int PRE>
 __global__ void __launch_bounds__(256) i8_prep_kernel(const sdc_mm_params p) {
-    sdc_grid_enter();
+    if (p.early) sdc_grid_release_early();
+    else sdc_grid_enter();
     constexpr int XG = BITS == 4 ? 2 : 1;
     const int lane = threadIdx.x & 31, nq = p.ncp * (BITS == 4 ? 32 : 16) / 128;
     const int item = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -186,7 +191,8 @@ __global__ void __launch_bounds__(256) i8_prep_kernel(const sdc_mm_params p) {
 template <int BITS>
 __global__ void __launch_bounds__(SDC_RN_THREADS) i8_prep_norm_kernel(const sdc_mm_params p) {
     __shared__ float ws[SDC_RN_THREADS / 32];
-    sdc_grid_enter();
+    if (p.early) sdc_grid_release_early();
+    else sdc_grid_enter();
     constexpr int XG = BITS == 4 ? 2 : 1;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = p.cols;
     const int nq = p.ncp * (BITS == 4 ? 32 : 16) / 128, t = blockIdx.x;
@@ -250,19 +256,31 @@ template <bool LMA> mm_fn mm_pick(int fmt, int ti) {
     }
 }
 
-/* How one call launches (nothing here changes a row's arithmetic): gemv.cu's kernel where it
- * applies (gv), this file's tiled kernel elsewhere. */
+/* How one call launches (nothing here changes a row's arithmetic): stream.cu's kernel where it
+ * applies (st), else gemv.cu's (gv), else this file's tiled kernel. */
 struct Plan {
     mm_fn fn;
     int ti, TT, nw, tile_ch, nrb, smem, grid;
-    bool use_gv;
+    bool use_gv, use_st;
     sdc_gv_plan gv;
+    sdc_st_plan st;
 };
 
-int g_legacy = 0;   /* sd_cuda_matmul_legacy: the tiled kernel for every call (benchmarks) */
+int g_kernels = SD_CUDA_MM_GEMV;   /* sd_cuda_matmul_kernels (benchmarks, tests, SPECDEC_CUDA_STREAM) */
 
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
     pl->use_gv = false;
+    pl->use_st = false;
+    if (g_kernels == SD_CUDA_MM_STREAM) {
+        cudaError_t e = cudaSuccess;
+        const int r = sdc_st_plan_for(p, d, lma, d->smem_optin, &pl->st, &e);
+        if (r < 0) return e;
+        if (r > 0) {
+            pl->use_st = true;
+            pl->grid = pl->st.grid;
+            return cudaSuccess;
+        }
+    }
     /* int8 rows: the tiled kernel from T = 3 on for matrices of 4096 rows or more, and at any T
      * for matrices of 2^28 weights or more (an 8B LM head); gemv.cu's kernel elsewhere. bench_cuda
      * on an H200, 8B shape (docs/benchmarks/cuda-int8-h200-2026-12-02.md): at T = 4 the tiled
@@ -271,7 +289,7 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
      * the same bits. */
     const bool i8_tiled = sdc_mm_i8(p->fmt) && ((p->T > 2 && p->rows >= 4096) ||
                                                  (double)p->rows * (double)p->cols >= 268435456.0);
-    if (!g_legacy && !i8_tiled) {
+    if (g_kernels != SD_CUDA_MM_TILED && !i8_tiled) {
         cudaError_t e = cudaSuccess;
         const int r = sdc_gv_plan_for(p, d, lma, d->smem_optin, &pl->gv, &e);
         if (r < 0) return e;
@@ -310,10 +328,11 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
 
 } // namespace
 
-extern "C" void sd_cuda_matmul_legacy(int on) { g_legacy = on != 0; }
+extern "C" void sd_cuda_matmul_kernels(int which) { g_kernels = which; }
 
 extern "C" cudaError_t sdc_mm_init(int bytes, int gv_bytes) {
     cudaError_t e0 = sdc_gv_init(gv_bytes);
+    if (e0 == cudaSuccess) e0 = sdc_st_init(gv_bytes);
     if (e0 != cudaSuccess) return e0;
     /* the per-warp argmax bests of a fused LM head call ride on top of the x tile budget */
     const int lim = bytes + MM_LMA_MAX_T * 8 * (int)sizeof(sdc_best);
@@ -331,7 +350,9 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
     if (p0->T <= 0 || p0->rows <= 0) return cudaSuccess;
     Plan pl;
     cudaError_t e = mm_plan(p0, d, false, &pl);
-    if (e == cudaSuccess) e = i8_prep(p0, d);
+    sdc_mm_params pp = *p0;
+    pp.early = pl.use_st;   /* the streaming kernel's first copies may overlap the kernel before */
+    if (e == cudaSuccess) e = i8_prep(&pp, d);
     if (e != cudaSuccess) return e;
     /* after a preparation step, the matmul's x is what that step wrote */
     sdc_mm_params q = *p0;
@@ -342,6 +363,7 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
         q.pre = SDC_PRE_NONE;
     }
     const sdc_mm_params *p = &q;
+    if (pl.use_st) return sdc_st_launch(&pl.st, p, d);
     if (pl.use_gv) return sdc_gv_launch(&pl.gv, p, d);
     return sdc_launch(d, pl.fn, pl.grid, pl.nw * 32, pl.smem, *p, pl.tile_ch, pl.nrb);
 }
@@ -357,9 +379,12 @@ extern "C" cudaError_t sdc_lm_argmax(const sdc_mm_params *p, const sdc_dev *d) {
     if (p->T > MM_LMA_MAX_T || p->rows <= 0) return cudaErrorInvalidValue;
     Plan pl;
     cudaError_t e = mm_plan(p, d, true, &pl);
-    if (e == cudaSuccess) e = i8_prep(p, d);
+    sdc_mm_params pp = *p;
+    pp.early = pl.use_st;
+    if (e == cudaSuccess) e = i8_prep(&pp, d);
     if (e != cudaSuccess) return e;
-    if (pl.use_gv) e = sdc_gv_launch(&pl.gv, p, d);
+    if (pl.use_st) e = sdc_st_launch(&pl.st, p, d);
+    else if (pl.use_gv) e = sdc_gv_launch(&pl.gv, p, d);
     else e = sdc_launch(d, pl.fn, pl.grid, pl.nw * 32, pl.smem, *p, pl.tile_ch, pl.nrb);
     if (e != cudaSuccess) return e;
     return sdc_best_finish(p->part, pl.grid, p->T, p->map, p->out, d);

@@ -87,6 +87,7 @@ typedef struct sdc_mm_params {
      * SDC_PRE_RMSNORM: rmsnorm of x's cols entries by pre_w with pre_eps (rms_core.cuh's order);
      * SDC_PRE_SWIGLU: silu(x) * pre_u (pre_u: T rows of ldx), as pointwise.cu's silu_mul. */
     int pre;
+    int early;            /* set by sdc_matmul: the preparation lets its matmul start before it waits (common.cuh) */
     const float *pre_w, *pre_u;
     float pre_eps;
     float *pre_out;
