@@ -65,6 +65,15 @@ static inline void dget(void *h, const void *d, size_t n) {
     CHECK(G->i->read(G, h, d, n, &E) == SPECDEC_OK, "read: %s", E.msg);
 }
 static inline void dfree(void *p) { G->i->release(G, p); }
+/* 0xFF over n bytes of device buffer d (a NaN in every float, -1 in every int32): a kernel that
+ * skips a store then leaves it there instead of an earlier call's right answer. */
+static inline void dpoison(void *d, size_t n) {
+    unsigned char *h = malloc(n ? n : 1);
+    if (!h) { CHECK(0, "out of host memory"); return; }
+    memset(h, 0xFF, n);
+    CHECK(G->i->write(G, d, h, n, &E) == SPECDEC_OK, "write: %s", E.msg);
+    free(h);
+}
 static inline int32_t *dint(int32_t v) { return (int32_t *)dput(&v, sizeof v); }
 
 /* Checks an op's status, with the backend's message. */

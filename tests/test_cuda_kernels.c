@@ -104,6 +104,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         const int Tk[] = {1, 2, 4, 7, 8};
         for (size_t k = 0; k < sizeof Tk / sizeof Tk[0]; k++) {
             const int T = Tk[k];
+            dpoison(dy, (size_t)T * ldy * 4);
             CHECK_OP(g, g->i->matmul(g, &h->d, dx, ldx, dy, ldy, T), what);
             dget(y, dy, (size_t)T * ldy * 4);
             int diff = 0;
@@ -130,6 +131,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         for (size_t k = 0; k < sizeof Tl / sizeof Tl[0]; k++)
             for (int use_map = 0; use_map < 2; use_map++) {
                 const int T = Tl[k];
+                dpoison(dout, (size_t)T * 4);
                 CHECK_OP(g, g->i->lm_argmax(g, &h->d, dx, ldx, T, use_map ? dmap : NULL, dout), "lm_argmax");
                 dget(out, dout, (size_t)T * 4);
                 for (int t = 0; t < T; t++) {
@@ -246,6 +248,10 @@ static void test_matmul_n(sd_backend *g, int n, const int *rs, int cols, specdec
     for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
         const int T = Ts[k];
         for (int way = 0; way < 2; way++) {   /* 0: joined, 1: apart */
+            for (int i = 0; i < n; i++) {   /* a skipped store shows, not an earlier call's values */
+                dpoison(dy[i], (size_t)T * ld[i] * 4);
+                dpoison(dz[i], (size_t)T * ld[i] * 4);
+            }
             CHECK_OP(g, sd_be_matmul_n(g, n, way ? sep : jp, dx, ldx, dy, ld, T), what);
             for (int i = 0; i < n; i++) {
                 CHECK_OP(g, g->i->matmul(g, &h[i].d, dx, ldx, dz[i], ld[i], T), what);
@@ -577,6 +583,7 @@ static void test_attention(int nh, int nkv, int hd, sd_kv_dtype_e dt, int pos0) 
     /* the staged kernel (attn_staged.cu): the same bits, alone, at T = 9 and split 2 + 7 */
     sd_cuda_attention_kernel(1);
     for (int pass = 0; pass < 3; pass++) {
+        dpoison(dout, sizeof(float) * TMAX * qn);
         if (pass == 0)
             for (int t = 0; t < TMAX; t++)
                 CHECK_OP(G, G->i->attention(G, &s, &dkv, dq + (size_t)t * qn, dout + (size_t)t * qn, 1, (sd_pos){dp, t}), what);

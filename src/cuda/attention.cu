@@ -228,7 +228,10 @@ extern "C" void sd_cuda_attention_kernel(int staged) { g_staged = staged != 0; }
 extern "C" cudaError_t sdc_attention(const sdc_attn_params *p, const sdc_dev *d) {
     if (p->T <= 0) return cudaSuccess;
     if (p->nkv <= 0 || p->nh % p->nkv || p->hd <= 0 || p->hd % 16 || p->hd > SDC_ATTN_MAX_HD) return cudaErrorInvalidValue;
-    if (g_staged && p->count && (((uintptr_t)p->k | (uintptr_t)p->v) & 15u) == 0) return sdc_attn_staged(p, d);
+    if (g_staged && p->count && (((uintptr_t)p->k | (uintptr_t)p->v) & 15u) == 0) {
+        const cudaError_t e = sdc_attn_staged(p, d);
+        if (e != cudaErrorNotSupported) return e;   /* not set up (sdc_attn_staged_init failed): the split kernel */
+    }
     const int grp = p->nh / p->nkv;
     const int gs = grp % 8 == 0 ? 8 : grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
     attn_fn fn = gs == 8 ? pick_dt<8>(p->kvdt) : gs == 4 ? pick_dt<4>(p->kvdt) : gs == 3 ? pick_dt<3>(p->kvdt)

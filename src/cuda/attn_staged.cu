@@ -255,7 +255,10 @@ template <int GS> attn_fn pick_dt(int kvdt) {
  * of different rows then fall on different banks) */
 static int at_row_bytes(int hd, int kvdt) { return hd * (kvdt == SDC_F32 ? 4 : 2) + 16; }
 
+static bool g_ok = false;   /* the kernels took their shared memory */
+
 extern "C" cudaError_t sdc_attn_staged_init(int optin) {
+    g_ok = false;
     const int big = AT_CK * at_row_bytes(SDC_ATTN_MAX_HD, SDC_F32);   /* one chunk, the largest rows */
     const int lim = optin - (16 << 10) < 2 * big ? optin - (16 << 10) : 2 * big;   /* the static arrays' room */
     if (lim < big) return cudaErrorInvalidValue;
@@ -267,10 +270,12 @@ extern "C" cudaError_t sdc_attn_staged_init(int optin) {
             cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
             if (e != cudaSuccess) return e;
         }
+    g_ok = true;
     return cudaSuccess;
 }
 
 extern "C" cudaError_t sdc_attn_staged(const sdc_attn_params *p, const sdc_dev *d) {
+    if (!g_ok) return cudaErrorNotSupported;
     if (p->T <= 0) return cudaSuccess;
     if (p->nkv <= 0 || p->nh % p->nkv || p->hd <= 0 || p->hd % 16 || p->hd > SDC_ATTN_MAX_HD) return cudaErrorInvalidValue;
     if ((((uintptr_t)p->k | (uintptr_t)p->v) & 15u) != 0 || !p->count) return cudaErrorInvalidValue;

@@ -99,7 +99,9 @@ static inline cudaError_t sdc_launched(void) { return cudaGetLastError(); }
  * outputs, scratch: the wait returns once the previous kernel has completed and its writes are
  * visible), and only then sdc_grid_release(), which lets the next kernel start; so at most one
  * kernel runs ahead, waiting, and the order of every access is the stream's. Before the wait a
- * kernel computes from its parameters only, or reads what no kernel writes (weights). Without
+ * kernel computes from its parameters only, or reads what no kernel writes (weights: uploaded
+ * by copies, never a kernel's output; stream.cu's first copies feed values from them, so this
+ * must stay true). Without
  * the launch attribute (d->pdl = 0) both are no-ops and launches are the stream's plain order. */
 SDC_D void sdc_grid_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 SDC_D void sdc_grid_release(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }

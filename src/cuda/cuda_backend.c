@@ -260,10 +260,6 @@ size_t cu_rowpart_bytes(int T, int n) {
     return a > s ? a : s;
 }
 
-size_t cu_attn_bytes(int T, int nh, int hd) {
-    return sdc_attn_scratch_floats(T, nh, hd) * sizeof(float) + (size_t)(T > 0 ? T : 1) * (size_t)nh * sizeof(int);
-}
-
 size_t cu_lma_bytes(int T) {
     if (T > SDC_LMA_MAX_T) T = SDC_LMA_MAX_T;
     return (size_t)T * SDC_LMA_MAX_GRID * sizeof(sdc_best);
@@ -276,8 +272,11 @@ static specdec_status cu_reserve(sd_backend *b, const sd_attn_shape *s, int max_
     SD_TRY(take_deferred(c, err));
     SD_TRY(no_capture(c, err, "reserve"));
     if (max_T < 1) max_T = 1;
-    if (s && s->n_heads > 0 && s->head_dim > 0)
-        SD_TRY(cu_scratch(c, &c->attn, cu_attn_bytes(max_T, s->n_heads, s->head_dim), "attention", err));
+    if (s && s->n_heads > 0 && s->head_dim > 0) {
+        SD_TRY(cu_scratch(c, &c->attn, sdc_attn_scratch_floats(max_T, s->n_heads, s->head_dim) * sizeof(float),
+                          "attention", err));
+        SD_TRY(cu_scratch(c, &c->attn_cnt, (size_t)max_T * (size_t)s->n_heads * sizeof(int), "attention counters", err));
+    }
     if (vocab > 0) SD_TRY(cu_scratch(c, &c->rowpart, cu_rowpart_bytes(max_T, vocab), "argmax/sampler", err));
     SD_TRY(cu_scratch(c, &c->lma, cu_lma_bytes(max_T), "fused LM head", err));
     if (c->i8) {   /* the widest row int8 takes (sd_i8_applies: 32768 columns), 4-bit's layout the larger */
@@ -455,6 +454,7 @@ static void cu_free(sd_backend *b) {
     cudaStreamSynchronize(c->dev.stream);
     graphs_clear(c);
     cudaFree(c->attn.p);
+    cudaFree(c->attn_cnt.p);
     cudaFree(c->rowpart.p);
     cudaFree(c->lma.p);
     cudaFree(c->i8x.p);
@@ -588,10 +588,11 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
              (e = cudaHostAlloc((void **)&c->rbuf, CU_RBUF_BYTES, cudaHostAllocDefault)) != cudaSuccess)
         st = cu_errf(c, err, SPECDEC_ERR_NOMEM, "pinned staging buffers (2 x %zu MiB): %s", CU_RING_BYTES >> 20,
                      cudaGetErrorString(e));
-    else if (budget < (40 << 10) || (e = sdc_mm_init(budget, optin)) != cudaSuccess ||
-             (e = sdc_attn_staged_init(optin)) != cudaSuccess)
+    else if (budget < (40 << 10) || (e = sdc_mm_init(budget, optin)) != cudaSuccess)
         st = cu_errf(c, err, SPECDEC_ERR_UNSUPPORTED, "matmul kernels need %d KiB of shared memory per block (%d KiB opt-in): %s",
                      budget >> 10, optin >> 10, e != cudaSuccess ? cudaGetErrorString(e) : "too little");
+    /* optional (the split kernel serves without it): a failure here only keeps it off */
+    if (st == SPECDEC_OK && sdc_attn_staged_init(optin) != cudaSuccess) cudaGetLastError();
     c->ring_cap = CU_RING_BYTES;
     c->rbuf_cap = CU_RBUF_BYTES;
     if (st == SPECDEC_OK) {   /* timers are a diagnostic: without them the round times on the host */

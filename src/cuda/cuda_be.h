@@ -47,6 +47,8 @@ typedef struct cuda_be {
     bool up_tried;
     /* op scratch, sized by reserve() */
     cu_buf attn;                  /* attention split partials */
+    cu_buf attn_cnt;              /* the staged attention's counters: zeros between calls, apart from
+                                   * the partials (whose layout moves with T and the shape) */
     cu_buf rowpart;               /* argmax / sampler per-block partials */
     cu_buf lma;                   /* fused LM head per-block partials */
     cu_buf i8x, i8s;              /* precision int8: the quantized x of a matmul (codes, block scales) */
@@ -117,8 +119,6 @@ specdec_status cu_copy_row(sd_backend *b, float *dst, const float *src, int ld, 
 
 /* Scratch bytes the per-row partials need for rows of n logits, T at a time. */
 size_t cu_rowpart_bytes(int T, int n);
-/* Scratch bytes of the attention's split partials and counters, T rows of nh heads at a time. */
-size_t cu_attn_bytes(int T, int nh, int hd);
 /* Scratch bytes of the fused LM head's partials, T tokens at a time. */
 size_t cu_lma_bytes(int T);   /* T: tokens, at most SDC_LMA_MAX_T count at once */
 

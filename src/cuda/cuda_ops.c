@@ -369,7 +369,8 @@ specdec_status cu_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_l
     if (kd < 0) return BAD(c, SPECDEC_ERR_UNSUPPORTED, "attention: KV dtype %d", (int)s->kv_dtype);
     if (T == 0) return SPECDEC_OK;
     size_t floats = sdc_attn_scratch_floats(T, s->n_heads, s->head_dim);
-    SD_TRY(cu_scratch(c, &c->attn, cu_attn_bytes(T, s->n_heads, s->head_dim), "attention", &b->err));
+    SD_TRY(cu_scratch(c, &c->attn, floats * sizeof(float), "attention", &b->err));
+    SD_TRY(cu_scratch(c, &c->attn_cnt, (size_t)T * (size_t)s->n_heads * sizeof(int), "attention counters", &b->err));
     sdc_attn_params p = {0};
     p.q = q;
     p.out = out;
@@ -385,7 +386,7 @@ specdec_status cu_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_l
     p.scale = 1.0f / sqrtf((float)s->head_dim);   /* as the CPU computes it */
     p.part_o = (float *)c->attn.p;
     p.part_ml = p.part_o + (size_t)T * (size_t)s->n_heads * SDC_ATTN_SPLITS * (size_t)s->head_dim;
-    p.count = (int *)(p.part_o + floats);   /* zeros: cu_scratch clears a new buffer, each call leaves them so */
+    p.count = (int *)c->attn_cnt.p;   /* zeros: cu_scratch clears a new buffer, each staged call leaves them so */
     return cu_op_end(c, sdc_attention(&p, &c->dev), "attention");
 }
 

@@ -267,11 +267,12 @@ struct Plan {
 };
 
 int g_kernels = SD_CUDA_MM_GEMV;   /* sd_cuda_matmul_kernels (benchmarks, tests, SPECDEC_CUDA_STREAM) */
+bool g_st_ok = false;              /* the streaming kernels took their shared memory (sdc_mm_init) */
 
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
     pl->use_gv = false;
     pl->use_st = false;
-    if (g_kernels == SD_CUDA_MM_STREAM) {
+    if (g_kernels == SD_CUDA_MM_STREAM && g_st_ok) {
         cudaError_t e = cudaSuccess;
         const int r = sdc_st_plan_for(p, d, lma, d->smem_optin, &pl->st, &e);
         if (r < 0) return e;
@@ -332,8 +333,10 @@ extern "C" void sd_cuda_matmul_kernels(int which) { g_kernels = which; }
 
 extern "C" cudaError_t sdc_mm_init(int bytes, int gv_bytes) {
     cudaError_t e0 = sdc_gv_init(gv_bytes);
-    if (e0 == cudaSuccess) e0 = sdc_st_init(gv_bytes);
     if (e0 != cudaSuccess) return e0;
+    /* the streaming kernel is optional: without its shared memory the other kernels serve */
+    g_st_ok = sdc_st_init(gv_bytes) == cudaSuccess;
+    if (!g_st_ok) cudaGetLastError();
     /* the per-warp argmax bests of a fused LM head call ride on top of the x tile budget */
     const int lim = bytes + MM_LMA_MAX_T * 8 * (int)sizeof(sdc_best);
     for (int lma = 0; lma < 2; lma++)
