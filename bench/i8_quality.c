@@ -3,7 +3,8 @@
  * score that same sequence (prompt + continuation, teacher-forced) and, at every continuation
  * position, we compare the next-token distributions: top-1 agreement, KL(p_f32 || p_int8) in
  * nats (softmax at temperature 1), and where int8's own greedy decode first leaves f32's.
- * Usage: i8_quality MODEL_DIR PROMPTS.jsonl [N=32] [max_prompts=64] [threads=2] [backend=cpu] */
+ * Usage: i8_quality MODEL_DIR PROMPTS.jsonl [N=32] [max_prompts=64] [threads=2] [backend=cpu] [kv=f32]
+ * kv: the KV cache dtype of the int8 arm (f32, bf16, f16); the f32 reference keeps f32. */
 #include "specdec.h"
 #include <jansson.h>
 #include <math.h>
@@ -13,9 +14,10 @@
 
 static const char *g_backend = "cpu";
 
-static specdec_ctx *mk(const specdec_model *m, specdec_precision p, int threads) {
+static specdec_ctx *mk(const specdec_model *m, specdec_precision p, int threads, specdec_kv_dtype kv) {
     specdec_ctx_params cp = specdec_ctx_default_params();
     cp.backend = g_backend;
+    cp.kv_dtype = kv;
     cp.precision = p;
     cp.n_threads = threads;
     specdec_ctx *c = NULL;
@@ -69,8 +71,14 @@ static double kl(const float *p_logit, const float *q_logit, int V) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) { fprintf(stderr, "usage: i8_quality MODEL_DIR PROMPTS.jsonl [N] [max_prompts] [threads] [backend]\n"); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: i8_quality MODEL_DIR PROMPTS.jsonl [N] [max_prompts] [threads] [backend] [kv]\n"); return 2; }
     if (argc > 6) g_backend = argv[6];
+    specdec_kv_dtype kv = SPECDEC_KV_F32;
+    if (argc > 7) {
+        if (!strcmp(argv[7], "bf16")) kv = SPECDEC_KV_BF16;
+        else if (!strcmp(argv[7], "f16")) kv = SPECDEC_KV_F16;
+        else if (strcmp(argv[7], "f32")) { fprintf(stderr, "i8_quality: kv '%s' is not f32, bf16 or f16\n", argv[7]); return 2; }
+    }
     int N = argc > 3 ? atoi(argv[3]) : 32, maxp = argc > 4 ? atoi(argv[4]) : 64, th = argc > 5 ? atoi(argv[5]) : 2;
     specdec_err err;
     specdec_model *m = NULL;
@@ -81,7 +89,7 @@ int main(int argc, char **argv) {
     specdec_model_info info;
     specdec_model_get_info(m, &info);
     const int V = info.vocab_size;
-    specdec_ctx *cf = mk(m, SPECDEC_PRECISION_F32, th), *ci = mk(m, SPECDEC_PRECISION_INT8, th);
+    specdec_ctx *cf = mk(m, SPECDEC_PRECISION_F32, th, SPECDEC_KV_F32), *ci = mk(m, SPECDEC_PRECISION_INT8, th, kv);
     FILE *f = fopen(argv[2], "r");
     if (!f) { perror(argv[2]); return 1; }
     char line[1 << 16];
@@ -123,7 +131,8 @@ int main(int argc, char **argv) {
         json_decref(j);
     }
     fclose(f);
-    printf("prompts %ld, continuation positions %ld (N = %d, teacher-forced on the f32 greedy text)\n", n_prompts, n_pos, N);
+    printf("prompts %ld, continuation positions %ld (N = %d, teacher-forced on the f32 greedy text; int8 arm's KV %s)\n",
+           n_prompts, n_pos, N, argc > 7 ? argv[7] : "f32");
     printf("top-1 agreement int8 vs f32: %.4f (%ld / %ld)\n", (double)n_top1 / n_pos, n_top1, n_pos);
     printf("KL(f32 || int8) nats: mean %.6f, max %.6f\n", kl_sum / n_pos, kl_max);
     printf("free-running greedy: %ld / %ld prompts identical for %d tokens; mean first divergence at token %.1f\n",

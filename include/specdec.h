@@ -177,10 +177,15 @@ void specdec_stream_decoder_free(specdec_stream_decoder *d);
 
 /* ---- context: KV cache, scratch, threads ------------------------------------------ */
 
+/* KV cache element type. DEFAULT: the backend's measured choice, bf16 on the CPU's int8 path (the
+ * backends on CPU threads at precision int8: decode 1.03-1.12x at 512 tokens, no measurable
+ * quality cost, docs/benchmarks/cpu-kv-bf16-xeon-2026-12-05.md), f32 elsewhere (precision f32,
+ * the reference kernels, CUDA until measured there). */
 typedef enum specdec_kv_dtype {
     SPECDEC_KV_F32 = 0,
     SPECDEC_KV_BF16,
-    SPECDEC_KV_F16
+    SPECDEC_KV_F16,
+    SPECDEC_KV_DEFAULT
 } specdec_kv_dtype;
 
 typedef struct specdec_ctx specdec_ctx;
@@ -205,7 +210,7 @@ typedef enum specdec_drafter_weights {
 typedef struct specdec_ctx_params {
     int n_ctx;                 /* context length in tokens; 0 = model's max_position_embeddings */
     int n_threads;             /* CPU backend threads; 0 = number of online CPUs */
-    specdec_kv_dtype kv_dtype; /* default: SPECDEC_KV_F32 */
+    specdec_kv_dtype kv_dtype; /* default: SPECDEC_KV_DEFAULT (the backend's choice; 0 is f32) */
     bool reference_kernels;    /* CPU backend: the scalar reference ops (slow; for tests) */
     int max_batch;             /* most positions per forward call (prefill chunk, verify width); 0 = 64 */
     const char *backend;       /* "auto" (default: a GPU when one is present, else the CPU), "cpu", "cuda";

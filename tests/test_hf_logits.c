@@ -52,6 +52,7 @@ static void check_fixture(const char *name) {
         for (int chain = 0; chain <= 1; chain++) {
             specdec_ctx_params cp = specdec_ctx_default_params();
             cp.n_ctx = 128; cp.n_threads = 2; cp.reference_kernels = reference;
+            cp.kv_dtype = SPECDEC_KV_F32;   /* the reference's cache (the CPU's default is bf16 at int8) */
             specdec_ctx *c = NULL;
             st = specdec_ctx_init(m, &cp, &c, &err);
             CHECK(st == SPECDEC_OK, "%s: ctx: %s", name, err.msg);

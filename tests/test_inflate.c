@@ -61,6 +61,7 @@ static int run_model(const char *dir, const int32_t *toks, run *r) {
     specdec_ctx_params cp = specdec_ctx_default_params();
     cp.n_ctx = 64;
     cp.n_threads = 2;
+    cp.kv_dtype = SPECDEC_KV_F32;   /* both models' values compared within float rounding: an f32 cache */
     specdec_ctx *c = NULL;
     r->logits = malloc(sizeof(float) * NT * (size_t)r->V);
     r->hidden = malloc(sizeof(float) * NT * (size_t)r->H);

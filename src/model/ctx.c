@@ -12,10 +12,16 @@
 specdec_ctx_params specdec_ctx_default_params(void) {
     specdec_ctx_params p;
     memset(&p, 0, sizeof p);
-    p.kv_dtype = SPECDEC_KV_F32;
+    p.kv_dtype = SPECDEC_KV_DEFAULT;
     p.max_batch = 64;
     p.backend = "auto";
     return p;
+}
+
+/* The CPU's int8 path: the backends on CPU threads (cpu, and cpu-sim, which must behave as cpu
+ * does) at precision int8, not the reference kernels. */
+static bool cpu_int8_path(const sd_backend *be, const specdec_ctx_params *p) {
+    return be->n_threads > 0 && !be->tp_ranks && be->int8 && !p->reference_kernels;
 }
 
 /* The drafter's dense matrices as 4-bit codes: when asked, and by default on the CPU's int8 path,
@@ -26,7 +32,17 @@ specdec_ctx_params specdec_ctx_default_params(void) {
 static bool drafter_q4(const sd_backend *be, const specdec_ctx_params *p) {
     if (p->drafter_weights == SPECDEC_DRAFTER_WEIGHTS_Q4) return true;
     if (p->drafter_weights != SPECDEC_DRAFTER_WEIGHTS_DEFAULT) return false;
-    return be->n_threads > 0 && !be->tp_ranks && be->int8 && !p->reference_kernels;   /* CPU threads: cpu, cpu-sim */
+    return cpu_int8_path(be, p);
+}
+
+/* The KV cache dtype: as asked, or by default bf16 on the CPU's int8 path (half the bytes each
+ * attention reads: decode 1.03-1.12x at 512 tokens on this project's Xeon, top-1 agreement with
+ * the f32 reference and its KL unchanged within noise, docs/benchmarks/cpu-kv-bf16-xeon-2026-12-05.md)
+ * and f32 elsewhere: precision f32 and the reference kernels are the reference path, and CUDA has
+ * not measured it. */
+static sd_kv_dtype_e kv_pick(const sd_backend *be, const specdec_ctx_params *p) {
+    if (p->kv_dtype != SPECDEC_KV_DEFAULT) return (sd_kv_dtype_e)p->kv_dtype;
+    return cpu_int8_path(be, p) ? SD_KV_BF16 : SD_KV_F32;
 }
 
 static specdec_status ctx_setup(specdec_ctx *cx, const specdec_ctx_params *p, specdec_err *err) {
@@ -35,7 +51,7 @@ static specdec_status ctx_setup(specdec_ctx *cx, const specdec_ctx_params *p, sp
     sd_backend *be = cx->be;
     int n_ctx = p->n_ctx > 0 ? p->n_ctx : c->max_position_embeddings;
     int mb = p->max_batch > 0 ? p->max_batch : 64;
-    sd_kv_dtype_e kvdt = (sd_kv_dtype_e)p->kv_dtype;
+    sd_kv_dtype_e kvdt = kv_pick(be, p);
     /* progress only where bytes are copied: on a host-visible backend the upload is a view */
     SD_TRY(sd_weights_upload(be, c, &m->w, &cx->w, drafter_q4(be, p), be->host_visible ? NULL : p->progress,
                              p->progress_user, err));
@@ -53,8 +69,9 @@ static specdec_status check_params(const specdec_model *m, const specdec_ctx_par
     if (n_ctx > c->max_position_embeddings)
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "n_ctx %d exceeds the model's max_position_embeddings %d",
                        n_ctx, c->max_position_embeddings);
-    if ((unsigned)p->kv_dtype > SPECDEC_KV_F16)
-        return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown kv dtype %d", (int)p->kv_dtype);
+    if ((unsigned)p->kv_dtype > SPECDEC_KV_DEFAULT)
+        return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown kv dtype %d (0 f32, 1 bf16, 2 f16, 3 default)",
+                       (int)p->kv_dtype);
     if (p->max_batch < 0) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "max_batch %d is negative", p->max_batch);
     if ((unsigned)p->precision > SPECDEC_PRECISION_INT8)
         return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown precision %d (0 default, 1 f32, 2 int8)", (int)p->precision);

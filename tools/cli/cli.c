@@ -77,10 +77,10 @@ int cli_choice(const char *opt, const char *s, const char *const *names, const i
 }
 
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out) {
-    static const char *const names[] = {"f32", "bf16", "f16"};
-    static const int values[] = {SPECDEC_KV_F32, SPECDEC_KV_BF16, SPECDEC_KV_F16};
+    static const char *const names[] = {"f32", "bf16", "f16", "default"};
+    static const int values[] = {SPECDEC_KV_F32, SPECDEC_KV_BF16, SPECDEC_KV_F16, SPECDEC_KV_DEFAULT};
     int v = 0;
-    if (cli_choice("--kv-dtype", s, names, values, 3, &v)) return 1;
+    if (cli_choice("--kv-dtype", s, names, values, 4, &v)) return 1;
     *out = (specdec_kv_dtype)v;
     return 0;
 }
