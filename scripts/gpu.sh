@@ -34,7 +34,7 @@
 #             (bench/ab_binaries.sh; AB_MODELS, default the inflated 8B shape then the embedded pair;
 #             AB_KINDS, default "old pdl": "kernels" adds, in one binary, the weight-streaming matmul
 #             and the staged attention (SPECDEC_CUDA_STREAM=1 SPECDEC_CUDA_ATTN=staged) against the
-#             default kernels). Those two variables, exported before gpu.sh, put every other phase
+#             default kernels); "kv" the KV cache at bf16 against f32 (512 tokens). Those two variables, exported before gpu.sh, put every other phase
 #             (test aside: it runs both kernels itself) on the new kernels.
 #             The archive, made where git is, in a folder .git/info/exclude ignores, carried:
 #               git archive C CMakeLists.txt src include tools bench tests ':(exclude)tests/fixtures' \
@@ -210,6 +210,11 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
         OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
         run_to 500 "$OUT/ab_kernels_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
       log "streaming matmul + staged attention / defaults $tag: $(grep '^| p' "$OUT/ab_kernels_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+    fi
+    if [[ $kinds == *" kv "* ]]; then   # the KV cache dtype on the GPU (the CPU's int8 path defaults to bf16)
+      OLD_ARGS="--backend cuda --kv-dtype f32" NEW_ARGS="--backend cuda --kv-dtype bf16" TEXT_MAY_DIFFER=1 \
+        run_to 500 "$OUT/ab_kv_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 512
+      log "bf16 / f32 KV cache $tag (512 tokens): $(grep '^| p' "$OUT/ab_kv_$tag.md" | cut -d'|' -f2,3,6 | tr -s ' ' | tr '\n' ';')"
     fi
     [[ $kinds == *" pdl "* ]] || continue
     OLD_ENV=SPECDEC_CUDA_PDL=0 NEW_ENV=SPECDEC_CUDA_PDL=1 OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
