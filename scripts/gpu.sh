@@ -34,8 +34,9 @@
 #             (bench/ab_binaries.sh; AB_MODELS, default the inflated 8B shape then the embedded pair;
 #             AB_KINDS, default "old pdl": "kernels" adds, in one binary, the weight-streaming matmul
 #             and the staged attention (SPECDEC_CUDA_STREAM=1 SPECDEC_CUDA_ATTN=staged) against the
-#             default kernels); "kv" the KV cache at bf16 against f32 (512 tokens). Those two variables, exported before gpu.sh, put every other phase
-#             (test aside: it runs both kernels itself) on the new kernels.
+#             default kernels; "kv" the KV cache at bf16 against f32, 512 tokens). Those two
+#             variables, exported before gpu.sh, put every other phase (test aside: it runs both
+#             kernels itself) on the new kernels.
 #             The archive, made where git is, in a folder .git/info/exclude ignores, carried:
 #               git archive C CMakeLists.txt src include tools bench tests ':(exclude)tests/fixtures' \
 #                 ':(exclude)tests/data' ':(exclude)tools/train/results' | xz -1 > .old/src-C.tar.xz
