@@ -5,9 +5,9 @@
  * Why. At batch 1 a matmul is a stream of weight bytes, and it runs at the memory's speed only
  * when every SM keeps tens of KB of loads in flight. gemv.cu holds its loads in registers, so what
  * is in flight is bounded by registers and warps per SM (its profile: most warps stalled on the
- * loads, 0.3 eligible warps per scheduler, the 8B shape's matmuls at 2.5x their floor). Here one
- * thread's bulk copies put up to SDC_ST_MAX_STAGES stages (~32 KB each) of a block's rows in
- * flight at once, and the copies of the first stages are issued before the kernel waits on the
+ * loads, 0.3 eligible warps per scheduler, the 8B shape's matmuls at 2.5x their floor). Here the
+ * copier warp's bulk copies put up to SDC_ST_MAX_STAGES stages (~32 KB of codes each, and their
+ * scales) of a block's rows in flight at once, and the copies of the first stages are issued before the kernel waits on the
  * one before it (weights are no kernel's output: common.cuh), so they overlap its tail.
  *
  * Work split. One block per SM; block b owns the launch rows [rows b / G, rows (b + 1) / G), in
