@@ -21,13 +21,11 @@
  * has no chunk (short contexts) exit at once; the grid depends only on T and the shape.
  * attn_staged.cu computes the same values with the chunk staged in shared memory and the merge
  * in the same launch; sd_cuda_attention_kernel (SPECDEC_CUDA_ATTN=staged) picks it. */
-#include "cuda/attention.h"
-#include "cuda/common.cuh"
+#include "cuda/attn_core.cuh"
 
 namespace {
 
-constexpr int AT_THREADS = 128, AT_WARPS = 4, AT_CK = SDC_ATTN_CHUNK, AT_DT = 32;
-static_assert(AT_CK == AT_WARPS * 32, "one lane per key of a chunk");
+constexpr int AT_DT = 32;   /* dims of a K tile */
 
 template <int KVDT> SDC_D float kv_ld(const void *p, size_t i) {
     if constexpr (KVDT == SDC_F32) return __ldg((const float *)p + i);
@@ -43,30 +41,17 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_param
     __shared__ float kt[AT_WARPS][32][33];   /* (key, dim) tile per warp, padded: conflict-free */
     __shared__ float pr[GS][AT_CK];
     __shared__ float red[AT_WARPS][GS];
-    const int s = blockIdx.x, t = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int grp = p.nh / p.nkv, nsl = grp / GS;
-    const int kh = blockIdx.y / nsl, h0 = kh * grp + (blockIdx.y % nsl) * GS;
-    const int nkeys = sdc_pos(p.pos_base, p.pos_off, t) + 1;
-    const int nch = (nkeys + AT_CK - 1) / AT_CK;
-    if (s >= nch) return;   /* this slot has no chunk yet */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const AtBlock b = at_block<GS>(p);
+    if (b.s >= b.nch) return;   /* this slot has no chunk yet */
     const int hd = p.hd;
-    const size_t kstride = (size_t)p.nkv * (size_t)hd, kbase = (size_t)kh * (size_t)hd;
-    for (int i = tid; i < GS * hd; i += AT_THREADS) {
-        const int gg = i / hd, dd = i - gg * hd;
-        qs[gg][dd] = p.q[(size_t)t * p.nh * hd + (size_t)(h0 + gg) * hd + dd];
-    }
+    at_load_q<GS>(p, b, qs);
     __syncthreads();
 
-    /* the slot's running max, sum and output; merging the first chunk into (-inf, 0, 0) gives
-     * a = 0, b = 1: that chunk's own values */
     float M[GS], L[GS], O[GS][2];
-#pragma unroll
-    for (int gg = 0; gg < GS; gg++) {
-        M[gg] = -INFINITY;
-        L[gg] = O[gg][0] = O[gg][1] = 0.0f;
-    }
-    for (int ch = s; ch < nch; ch += SDC_ATTN_SPLITS) {
-        const int j0 = ch * AT_CK, nvalid = min(AT_CK, nkeys - j0);
+    at_state_init<GS>(M, L, O);
+    for (int ch = b.s; ch < b.nch; ch += SDC_ATTN_SPLITS) {
+        const int j0 = ch * AT_CK, nvalid = min(AT_CK, b.nkeys - j0);
         const int key = warp * 32 + lane;
         const bool valid = key < nvalid;
 
@@ -76,11 +61,11 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_param
         for (int gg = 0; gg < GS; gg++) sc[gg] = 0.0f;
         for (int d0 = 0; d0 < hd; d0 += AT_DT) {
             const bool dok = d0 + lane < hd;
-            const size_t kb0 = (size_t)(j0 + warp * 32) * kstride + kbase + (size_t)(d0 + lane);
+            const size_t kb0 = (size_t)(j0 + warp * 32) * b.kstride + b.kbase + (size_t)(d0 + lane);
             float kv[32];   /* the tile's 32 loads in flight together, then stored */
 #pragma unroll
             for (int kk = 0; kk < 32; kk++)
-                kv[kk] = warp * 32 + kk < nvalid && dok ? kv_ld<KVDT>(p.k, kb0 + (size_t)kk * kstride) : 0.0f;
+                kv[kk] = warp * 32 + kk < nvalid && dok ? kv_ld<KVDT>(p.k, kb0 + (size_t)kk * b.kstride) : 0.0f;
 #pragma unroll
             for (int kk = 0; kk < 32; kk++) kt[warp][kk][lane] = kv[kk];
             __syncwarp();
@@ -100,38 +85,15 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_param
             __syncwarp();
         }
 
-        /* chunk max and sum of exp */
-        float mch[GS], lch[GS];
-#pragma unroll
-        for (int gg = 0; gg < GS; gg++) {
-            sc[gg] = valid ? sc[gg] * p.scale : -INFINITY;
-            const float m = sdc_warp_max(sc[gg]);
-            if (lane == 0) red[warp][gg] = m;
-        }
+        /* chunk max and sum of exp, then the merge factors (every thread computes the same) */
+        float mch[GS], fa[GS], fb[GS];
+        at_scores_max<GS>(sc, valid, p.scale, lane, warp, red);
         __syncthreads();
-#pragma unroll
-        for (int gg = 0; gg < GS; gg++) mch[gg] = fmaxf(fmaxf(red[0][gg], red[1][gg]), fmaxf(red[2][gg], red[3][gg]));
+        at_chunk_max<GS>(red, mch);
         __syncthreads();
-#pragma unroll
-        for (int gg = 0; gg < GS; gg++) {
-            const float e = valid ? expf(sc[gg] - mch[gg]) : 0.0f;
-            pr[gg][key] = e;
-            const float su = sdc_warp_sum(e);
-            if (lane == 0) red[warp][gg] = su;
-        }
+        at_exp_sum<GS>(sc, mch, valid, key, lane, warp, pr, red);
         __syncthreads();
-
-        /* merge factors (every thread computes the same) */
-        float fa[GS], fb[GS];
-#pragma unroll
-        for (int gg = 0; gg < GS; gg++) {
-            lch[gg] = ((red[0][gg] + red[1][gg]) + red[2][gg]) + red[3][gg];
-            const float mn = fmaxf(M[gg], mch[gg]);
-            fa[gg] = expf(M[gg] - mn);
-            fb[gg] = expf(mch[gg] - mn);
-            L[gg] = fmaf(L[gg], fa[gg], lch[gg] * fb[gg]);
-            M[gg] = mn;
-        }
+        at_merge<GS>(red, mch, M, L, fa, fb);
 
         /* P.V for this thread's dims d = tid, tid + 128 */
 #pragma unroll
@@ -141,12 +103,12 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_param
             float o[GS];
 #pragma unroll
             for (int gg = 0; gg < GS; gg++) o[gg] = 0.0f;
-            const size_t vb = kbase + (size_t)d;
+            const size_t vb = b.kbase + (size_t)d;
             int j = 0;
             for (; j + 32 <= nvalid; j += 32) {   /* 32 loads in flight, then the chain in key order */
                 float vv[32];
 #pragma unroll
-                for (int u = 0; u < 32; u++) vv[u] = kv_ld<KVDT>(p.v, (size_t)(j0 + j + u) * kstride + vb);
+                for (int u = 0; u < 32; u++) vv[u] = kv_ld<KVDT>(p.v, (size_t)(j0 + j + u) * b.kstride + vb);
 #pragma unroll
                 for (int u = 0; u < 32; u++)
 #pragma unroll
@@ -155,56 +117,31 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_param
             for (; j + 8 <= nvalid; j += 8) {
                 float vv[8];
 #pragma unroll
-                for (int u = 0; u < 8; u++) vv[u] = kv_ld<KVDT>(p.v, (size_t)(j0 + j + u) * kstride + vb);
+                for (int u = 0; u < 8; u++) vv[u] = kv_ld<KVDT>(p.v, (size_t)(j0 + j + u) * b.kstride + vb);
 #pragma unroll
                 for (int u = 0; u < 8; u++)
 #pragma unroll
                     for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j + u], vv[u], o[gg]);
             }
             for (; j < nvalid; j++) {
-                const float vv = kv_ld<KVDT>(p.v, (size_t)(j0 + j) * kstride + vb);
+                const float vv = kv_ld<KVDT>(p.v, (size_t)(j0 + j) * b.kstride + vb);
 #pragma unroll
                 for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j], vv, o[gg]);
             }
-#pragma unroll
-            for (int gg = 0; gg < GS; gg++) O[gg][di] = fmaf(O[gg][di], fa[gg], o[gg] * fb[gg]);
+            at_merge_o<GS>(O, di, o, fa, fb);
         }
         __syncthreads();   /* pr and red are rewritten by the next chunk */
     }
-
-#pragma unroll
-    for (int gg = 0; gg < GS; gg++) {
-        const size_t idx = ((size_t)t * p.nh + (size_t)(h0 + gg)) * SDC_ATTN_SPLITS + (size_t)s;
-        if (tid == 0) {
-            p.part_ml[2 * idx] = M[gg];
-            p.part_ml[2 * idx + 1] = L[gg];
-        }
-#pragma unroll
-        for (int di = 0; di < 2; di++) {
-            const int d = tid + di * AT_THREADS;
-            if (d < hd) p.part_o[idx * hd + d] = O[gg][di];
-        }
-    }
+    at_write_part<GS>(p, b, M, L, O);
 }
 
 /* grid (nh, T), block: hd rounded up to a warp */
 __global__ void attn_combine(const sdc_attn_params p) {
     sdc_grid_enter();
     const int h = blockIdx.x, t = blockIdx.y, d = threadIdx.x;
-    const int nkeys = sdc_pos(p.pos_base, p.pos_off, t) + 1;
-    const int nch = (nkeys + AT_CK - 1) / AT_CK;
-    const int ns = nch < SDC_ATTN_SPLITS ? nch : SDC_ATTN_SPLITS;
+    const int nch = (sdc_pos(p.pos_base, p.pos_off, t) + 1 + AT_CK - 1) / AT_CK;
     if (d >= p.hd) return;
-    const size_t b0 = ((size_t)t * p.nh + (size_t)h) * SDC_ATTN_SPLITS;
-    float M = -INFINITY;
-    for (int s = 0; s < ns; s++) M = fmaxf(M, p.part_ml[2 * (b0 + s)]);
-    float L = 0.0f, O = 0.0f;
-    for (int s = 0; s < ns; s++) {
-        const float w = expf(p.part_ml[2 * (b0 + s)] - M);
-        L = fmaf(p.part_ml[2 * (b0 + s) + 1], w, L);
-        O = fmaf(p.part_o[(b0 + s) * p.hd + d], w, O);
-    }
-    p.out[(size_t)t * p.nh * p.hd + (size_t)h * p.hd + d] = O / L;
+    at_combine(p, t, h, d, nch < SDC_ATTN_SPLITS ? nch : SDC_ATTN_SPLITS);
 }
 
 typedef void (*attn_fn)(const sdc_attn_params);
@@ -232,8 +169,7 @@ extern "C" cudaError_t sdc_attention(const sdc_attn_params *p, const sdc_dev *d)
         const cudaError_t e = sdc_attn_staged(p, d);
         if (e != cudaErrorNotSupported) return e;   /* not set up (sdc_attn_staged_init failed): the split kernel */
     }
-    const int grp = p->nh / p->nkv;
-    const int gs = grp % 8 == 0 ? 8 : grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
+    const int grp = p->nh / p->nkv, gs = at_gs(grp);
     attn_fn fn = gs == 8 ? pick_dt<8>(p->kvdt) : gs == 4 ? pick_dt<4>(p->kvdt) : gs == 3 ? pick_dt<3>(p->kvdt)
                : gs == 2 ? pick_dt<2>(p->kvdt) : pick_dt<1>(p->kvdt);
     cudaError_t e = sdc_launch(d, fn, dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), p->T), AT_THREADS, 0, *p);

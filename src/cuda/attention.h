@@ -27,11 +27,11 @@ typedef struct sdc_attn_params {
                                * group), for attn_staged.cu (NULL: attention.cu's kernels only) */
 } sdc_attn_params;
 
-/* Scratch floats (part_o + part_ml) for calls of up to T rows; count takes T * nh ints more. */
+/* Scratch floats (part_o + part_ml) for calls of up to T rows (count: T * nh ints of its own). */
 size_t sdc_attn_scratch_floats(int T, int nh, int hd);
 cudaError_t sdc_attention(const sdc_attn_params *p, const sdc_dev *d);
 /* attn_staged.cu: the same values, K and V of a chunk staged by cp.async and the slots merged in
- * the same launch (needs count and 16-byte aligned caches); sdc_attention calls it when
+ * the same launch (needs count and 16-byte aligned caches, which sdc_attention checks); sdc_attention calls it when
  * sd_cuda_attention_kernel(1) is in force, and falls back to its own kernels where it returns
  * cudaErrorNotSupported (its init failed). The init opts it in to its dynamic shared memory
  * (once per device; optin: the device's opt-in bytes per block). */

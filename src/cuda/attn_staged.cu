@@ -11,22 +11,18 @@
  * are staged hd entries plus 16 bytes apart, so the lanes' 16-byte reads of different keys fall
  * on distinct banks.
  *
- * Same bits. Per chunk: a lane's score is the fmaf chain over d = 0..hd-1 of q[d] k[d] (read
- * 16 bytes at a time from shared memory, in the same d order), times scale; the chunk max,
- * expf(s - m), the warp butterfly then the four warps in order for l; o[d] the fmaf chain over
- * the keys in order; the merge into the slot's (M, L, O) by the same expressions. The merge of
- * the used slots 0 .. min(32, chunks) - 1 is attn_combine's: M = max, w_s = expf(M_s - M),
- * L = sum l_s w_s, O = sum o_s w_s in slot order, out = O / L. Which block of a (row, head
- * group) runs it changes nothing (it reads every slot's partials); a counter per (row, head
- * group) in scratch, zero between calls, says which block finished last, and that block sets it
- * back to 0. */
-#include "cuda/attention.h"
-#include "cuda/common.cuh"
+ * Same bits. Both kernels run attn_core.cuh's functions for everything after the scores (max,
+ * exp and sums, the merges, the partials, the slots' combine); what each writes itself is the
+ * two fmaf chains: a lane's score over d = 0..hd-1 of q[d] k[d] (here read 16 bytes at a time
+ * from shared memory, in the same d order) and o[d] over the keys in order. Which block of a
+ * (row, head group) combines the slots changes nothing (it reads every slot's partials); a
+ * counter per (row, head group) in scratch, zero between calls, says which block finished last,
+ * and that block sets it back to 0. */
+#include "cuda/attn_core.cuh"
 
 namespace {
 
-constexpr int AT_THREADS = 128, AT_WARPS = 4, AT_CK = SDC_ATTN_CHUNK;
-static_assert(AT_CK == AT_WARPS * 32, "one lane per key of a chunk");
+constexpr int AT_STATIC_ROOM = 16 << 10;   /* shared memory left to the kernel's static arrays (12.4 KB at GS 8) */
 
 /* cp.async: 16 bytes global -> shared (both 16-byte aligned), in the current group */
 SDC_D void at_cp16(void *dst, const void *src) {
@@ -85,34 +81,21 @@ __global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params 
     __shared__ float red[AT_WARPS][GS];
     __shared__ int last;
     unsigned char *ks = at_smem, *vs = two ? at_smem + (size_t)AT_CK * rs : at_smem;
-    const int s = blockIdx.x, t = blockIdx.z, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int grp = p.nh / p.nkv, nsl = grp / GS;
-    const int kh = blockIdx.y / nsl, h0 = kh * grp + (blockIdx.y % nsl) * GS;
-    const int nkeys = sdc_pos(p.pos_base, p.pos_off, t) + 1;
-    const int nch = (nkeys + AT_CK - 1) / AT_CK;
-    if (s >= nch) return;   /* this slot has no chunk yet */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const AtBlock b = at_block<GS>(p);
+    if (b.s >= b.nch) return;   /* this slot has no chunk yet */
     const int hd = p.hd;
-    const size_t kstride = (size_t)p.nkv * (size_t)hd, kbase = (size_t)kh * (size_t)hd;
-    for (int i = tid; i < GS * hd; i += AT_THREADS) {
-        const int gg = i / hd, dd = i - gg * hd;
-        qs[gg][dd] = p.q[(size_t)t * p.nh * hd + (size_t)(h0 + gg) * hd + dd];
-    }
+    at_load_q<GS>(p, b, qs);
 
-    /* the slot's running max, sum and output; merging the first chunk into (-inf, 0, 0) gives
-     * a = 0, b = 1: that chunk's own values */
     float M[GS], L[GS], O[GS][2];
-#pragma unroll
-    for (int gg = 0; gg < GS; gg++) {
-        M[gg] = -INFINITY;
-        L[gg] = O[gg][0] = O[gg][1] = 0.0f;
-    }
-    for (int ch = s; ch < nch; ch += SDC_ATTN_SPLITS) {
-        const int j0 = ch * AT_CK, nvalid = min(AT_CK, nkeys - j0);
+    at_state_init<GS>(M, L, O);
+    for (int ch = b.s; ch < b.nch; ch += SDC_ATTN_SPLITS) {
+        const int j0 = ch * AT_CK, nvalid = min(AT_CK, b.nkeys - j0);
         const int key = warp * 32 + lane;
         const bool valid = key < nvalid;
-        at_stage<KVDT>(p.k, kstride, kbase, j0, nvalid, hd, ks, rs);
+        at_stage<KVDT>(p.k, b.kstride, b.kbase, j0, nvalid, hd, ks, rs);
         if (two) {
-            at_stage<KVDT>(p.v, kstride, kbase, j0, nvalid, hd, vs, rs);
+            at_stage<KVDT>(p.v, b.kstride, b.kbase, j0, nvalid, hd, vs, rs);
             at_wait<1>();
         } else {
             at_wait<0>();
@@ -143,40 +126,17 @@ __global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params 
             }
         }
 
-        /* chunk max and sum of exp */
-        float mch[GS], lch[GS];
-#pragma unroll
-        for (int gg = 0; gg < GS; gg++) {
-            sc[gg] = valid ? sc[gg] * p.scale : -INFINITY;
-            const float m = sdc_warp_max(sc[gg]);
-            if (lane == 0) red[warp][gg] = m;
-        }
+        /* chunk max and sum of exp, then the merge factors (every thread computes the same) */
+        float mch[GS], fa[GS], fb[GS];
+        at_scores_max<GS>(sc, valid, p.scale, lane, warp, red);
         __syncthreads();   /* also: every read of K is done */
-        if (!two) at_stage<KVDT>(p.v, kstride, kbase, j0, nvalid, hd, vs, rs);
-#pragma unroll
-        for (int gg = 0; gg < GS; gg++) mch[gg] = fmaxf(fmaxf(red[0][gg], red[1][gg]), fmaxf(red[2][gg], red[3][gg]));
+        if (!two) at_stage<KVDT>(p.v, b.kstride, b.kbase, j0, nvalid, hd, vs, rs);
+        at_chunk_max<GS>(red, mch);
         __syncthreads();
-#pragma unroll
-        for (int gg = 0; gg < GS; gg++) {
-            const float e = valid ? expf(sc[gg] - mch[gg]) : 0.0f;
-            pr[gg][key] = e;
-            const float su = sdc_warp_sum(e);
-            if (lane == 0) red[warp][gg] = su;
-        }
+        at_exp_sum<GS>(sc, mch, valid, key, lane, warp, pr, red);
         at_wait<0>();
         __syncthreads();   /* pr, red and V are complete */
-
-        /* merge factors (every thread computes the same) */
-        float fa[GS], fb[GS];
-#pragma unroll
-        for (int gg = 0; gg < GS; gg++) {
-            lch[gg] = ((red[0][gg] + red[1][gg]) + red[2][gg]) + red[3][gg];
-            const float mn = fmaxf(M[gg], mch[gg]);
-            fa[gg] = expf(M[gg] - mn);
-            fb[gg] = expf(mch[gg] - mn);
-            L[gg] = fmaf(L[gg], fa[gg], lch[gg] * fb[gg]);
-            M[gg] = mn;
-        }
+        at_merge<GS>(red, mch, M, L, fa, fb);
 
         /* P.V for this thread's dims d = tid, tid + 128: an fmaf chain over the keys in order */
 #pragma unroll
@@ -191,34 +151,19 @@ __global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params 
 #pragma unroll
                 for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j], vv, o[gg]);
             }
-#pragma unroll
-            for (int gg = 0; gg < GS; gg++) O[gg][di] = fmaf(O[gg][di], fa[gg], o[gg] * fb[gg]);
+            at_merge_o<GS>(O, di, o, fa, fb);
         }
         __syncthreads();   /* pr, red, K and V are rewritten by the next chunk */
     }
+    at_write_part<GS>(p, b, M, L, O);
 
-#pragma unroll
-    for (int gg = 0; gg < GS; gg++) {
-        const size_t idx = ((size_t)t * p.nh + (size_t)(h0 + gg)) * SDC_ATTN_SPLITS + (size_t)s;
-        if (tid == 0) {
-            p.part_ml[2 * idx] = M[gg];
-            p.part_ml[2 * idx + 1] = L[gg];
-        }
-#pragma unroll
-        for (int di = 0; di < 2; di++) {
-            const int d = tid + di * AT_THREADS;
-            if (d < hd) p.part_o[idx * hd + d] = O[gg][di];
-        }
-    }
-
-    /* The block of the (row, head group) that finishes last merges the used slots 0 .. ns - 1
-     * in order (which block that is changes nothing: the merge reads every slot's partials):
-     * M = max, w_s = expf(M_s - M), L = sum l_s w_s, O = sum o_s w_s, out = O / L. Its counter
-     * goes back to 0 for the next call. */
+    /* The block of the (row, head group) that finishes last merges the used slots (which block
+     * that is changes nothing: the merge reads every slot's partials); its counter goes back to 0
+     * for the next call. */
     __threadfence();
     __syncthreads();
-    int *cnt = p.count + (size_t)t * gridDim.y + blockIdx.y;
-    const int ns = nch < SDC_ATTN_SPLITS ? nch : SDC_ATTN_SPLITS;
+    int *cnt = p.count + (size_t)b.t * gridDim.y + blockIdx.y;
+    const int ns = b.nch < SDC_ATTN_SPLITS ? b.nch : SDC_ATTN_SPLITS;
     if (tid == 0) {
         last = atomicAdd(cnt, 1) == ns - 1;
         if (last) *cnt = 0;
@@ -226,19 +171,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params 
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int i = tid; i < GS * hd; i += AT_THREADS) {
-        const int gg = i / hd, d = i - gg * hd, h = h0 + gg;
-        const size_t b0 = ((size_t)t * p.nh + (size_t)h) * SDC_ATTN_SPLITS;
-        float Mx = -INFINITY;
-        for (int k = 0; k < ns; k++) Mx = fmaxf(Mx, __ldcg(p.part_ml + 2 * (b0 + k)));
-        float Ls = 0.0f, Os = 0.0f;
-        for (int k = 0; k < ns; k++) {
-            const float w = expf(__ldcg(p.part_ml + 2 * (b0 + k)) - Mx);
-            Ls = fmaf(__ldcg(p.part_ml + 2 * (b0 + k) + 1), w, Ls);
-            Os = fmaf(__ldcg(p.part_o + (b0 + k) * hd + d), w, Os);
-        }
-        p.out[(size_t)t * p.nh * hd + (size_t)h * hd + d] = Os / Ls;
-    }
+    for (int i = tid; i < GS * hd; i += AT_THREADS) at_combine(p, b.t, b.h0 + i / hd, i % hd, ns);
 }
 
 typedef void (*attn_fn)(const sdc_attn_params, const int, const int);
@@ -248,43 +181,40 @@ template <int GS> attn_fn pick_dt(int kvdt) {
     if (kvdt == SDC_BF16) return attn_staged<GS, SDC_BF16>;
     return attn_staged<GS, SDC_F16>;
 }
-
-} // namespace
+attn_fn pick(int gs, int kvdt) {
+    return gs == 8 ? pick_dt<8>(kvdt) : gs == 4 ? pick_dt<4>(kvdt) : gs == 3 ? pick_dt<3>(kvdt)
+         : gs == 2 ? pick_dt<2>(kvdt) : pick_dt<1>(kvdt);
+}
 
 /* bytes of one staged cache row: hd entries and 16 bytes of padding (the lanes' 16-byte reads
  * of different rows then fall on different banks) */
-static int at_row_bytes(int hd, int kvdt) { return hd * (kvdt == SDC_F32 ? 4 : 2) + 16; }
+int at_row_bytes(int hd, int kvdt) { return hd * (kvdt == SDC_F32 ? 4 : 2) + 16; }
 
-static bool g_ok = false;   /* the kernels took their shared memory */
+bool g_ok = false;   /* the kernels took their shared memory */
+
+} // namespace
 
 extern "C" cudaError_t sdc_attn_staged_init(int optin) {
     g_ok = false;
     const int big = AT_CK * at_row_bytes(SDC_ATTN_MAX_HD, SDC_F32);   /* one chunk, the largest rows */
-    const int lim = optin - (16 << 10) < 2 * big ? optin - (16 << 10) : 2 * big;   /* the static arrays' room */
+    const int lim = optin - AT_STATIC_ROOM < 2 * big ? optin - AT_STATIC_ROOM : 2 * big;
     if (lim < big) return cudaErrorInvalidValue;
     const int gsv[5] = {1, 2, 3, 4, 8};
     for (int g = 0; g < 5; g++)
         for (int dt = 0; dt < 3; dt++) {
-            attn_fn fn = gsv[g] == 8 ? pick_dt<8>(dt) : gsv[g] == 4 ? pick_dt<4>(dt) : gsv[g] == 3 ? pick_dt<3>(dt)
-                       : gsv[g] == 2 ? pick_dt<2>(dt) : pick_dt<1>(dt);
-            cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
+            cudaError_t e = cudaFuncSetAttribute((const void *)pick(gsv[g], dt), cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
             if (e != cudaSuccess) return e;
         }
     g_ok = true;
     return cudaSuccess;
 }
 
+/* Called by sdc_attention, which has checked the shape, the caches' alignment and count. */
 extern "C" cudaError_t sdc_attn_staged(const sdc_attn_params *p, const sdc_dev *d) {
     if (!g_ok) return cudaErrorNotSupported;
-    if (p->T <= 0) return cudaSuccess;
-    if (p->nkv <= 0 || p->nh % p->nkv || p->hd <= 0 || p->hd % 16 || p->hd > SDC_ATTN_MAX_HD) return cudaErrorInvalidValue;
-    if ((((uintptr_t)p->k | (uintptr_t)p->v) & 15u) != 0 || !p->count) return cudaErrorInvalidValue;
-    const int grp = p->nh / p->nkv;
-    const int gs = grp % 8 == 0 ? 8 : grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1;
-    attn_fn fn = gs == 8 ? pick_dt<8>(p->kvdt) : gs == 4 ? pick_dt<4>(p->kvdt) : gs == 3 ? pick_dt<3>(p->kvdt)
-               : gs == 2 ? pick_dt<2>(p->kvdt) : pick_dt<1>(p->kvdt);
+    const int grp = p->nh / p->nkv, gs = at_gs(grp);
     const int rs = at_row_bytes(p->hd, p->kvdt), one = AT_CK * rs;
-    const int two = 2 * one <= d->smem_optin - (16 << 10) ? 1 : 0;
-    return sdc_launch(d, fn, dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), p->T), AT_THREADS, (size_t)(two ? 2 * one : one), *p,
-                      rs, two);
+    const int two = 2 * one <= d->smem_optin - AT_STATIC_ROOM ? 1 : 0;
+    return sdc_launch(d, pick(gs, p->kvdt), dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), p->T), AT_THREADS,
+                      (size_t)(two ? 2 * one : one), *p, rs, two);
 }
