@@ -142,11 +142,7 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
     }
     if (LMA) {
         __syncthreads();
-        for (int t = threadIdx.x; t < p.T; t += blockDim.x) {
-            sdc_best b = wb[t];
-            for (int w = 1; w < nw; w++) sdc_best_offer(&b, wb[w * p.T + t].v, wb[w * p.T + t].i);
-            p.part[(size_t)t * gridDim.x + blockIdx.x] = b;
-        }
+        mm_lma_part(p, wb, nw, blockDim.x);
     }
 }
 

@@ -104,6 +104,17 @@ SDC_D void mm_load(const sdc_mm_params &p, size_t rowbytes, int ngroups, const i
     }
 }
 
+/* The fused LM head's result of a block: per token, the best of its nw warps' bests wb (nw, T)
+ * into p.part (T, grid). After the barrier that completes wb, by the threads 0 .. nthreads - 1
+ * (an argmax is exact: the warps' order does not matter). */
+SDC_D void mm_lma_part(const sdc_mm_params &p, const sdc_best *wb, int nw, int nthreads) {
+    for (int t = threadIdx.x; t < p.T; t += nthreads) {
+        sdc_best b = wb[t];
+        for (int w = 1; w < nw; w++) sdc_best_offer(&b, wb[w * p.T + t].v, wb[w * p.T + t].i);
+        p.part[(size_t)t * gridDim.x + blockIdx.x] = b;
+    }
+}
+
 /* Dense granule m (4 columns) of a chunk as f32. */
 template <int FMT>
 SDC_D void mm_dense4(const uint4 &w, int m, float f[4]) {

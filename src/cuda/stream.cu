@@ -249,11 +249,7 @@ __global__ void __launch_bounds__(ST_THREADS, 1) st_kernel(const sdc_mm_params p
             for (int t = 0; t < TT; t++)
                 if (t < p.T) wb[warp * p.T + t] = best[t];
         asm volatile("bar.sync 1, %0;" ::"r"(ST_NWC * 32) : "memory");   /* the compute warps only */
-        for (int t = threadIdx.x; t < p.T; t += ST_NWC * 32) {
-            sdc_best b = wb[t];
-            for (int w = 1; w < ST_NWC; w++) sdc_best_offer(&b, wb[w * p.T + t].v, wb[w * p.T + t].i);
-            p.part[(size_t)t * gridDim.x + blockIdx.x] = b;
-        }
+        mm_lma_part(p, wb, ST_NWC, ST_NWC * 32);
     }
 }
 
