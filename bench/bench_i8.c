@@ -39,7 +39,7 @@ static sd_mat make(int rows, int cols, int bits, size_t *bytes) {
     return m;
 }
 
-typedef struct { const char *name; const sd_ops *o; int novnni; } arm;
+typedef struct { const char *name; const sd_ops *o; int novnni, amx; } arm;
 
 int main(int argc, char **argv) {
     const int threads = argc > 1 ? atoi(argv[1]) : 1;
@@ -62,19 +62,23 @@ int main(int argc, char **argv) {
         {"1.7b q/o", 2048, 2048, 4, 4},  {"1.7b k/v", 1024, 2048, 4, 4},
         {"1.7b gate/up", 6144, 2048, 4, 4}, {"1.7b down", 2048, 6144, 4, 4},
     };
-    arm arms[4];
+    arm arms[5];
     int na = 0;
-    if (sd_ops_fast_level("avx512")) arms[na++] = (arm){"avx512", sd_ops_fast_level("avx512"), 0};
+    if (sd_ops_fast_level("avx512")) {
+        const int amx = sd_i8_rows_amx() != NULL;   /* two forms where the CPU gives AMX */
+        arms[na++] = (arm){amx ? "avx512-vnni" : "avx512", sd_ops_fast_level("avx512"), 0, 0};
+        if (amx) arms[na++] = (arm){"avx512-amx", sd_ops_fast_level("avx512"), 0, 1};
+    }
     if (sd_ops_fast_level("avx2")) {
         /* two forms only where the rows function changes with the switch */
         sd_i8_avx2_novnni = 1;
         sd_i8_rows_fn mad = sd_i8_rows_avx2();
         sd_i8_avx2_novnni = 0;
         const int two = mad != sd_i8_rows_avx2();
-        arms[na++] = (arm){two ? "avx2-vnni" : "avx2", sd_ops_fast_level("avx2"), 0};
-        if (two) arms[na++] = (arm){"avx2-maddubs", sd_ops_fast_level("avx2"), 1};
+        arms[na++] = (arm){two ? "avx2-vnni" : "avx2", sd_ops_fast_level("avx2"), 0, 0};
+        if (two) arms[na++] = (arm){"avx2-maddubs", sd_ops_fast_level("avx2"), 1, 0};
     }
-    if (sd_ops_fast_level("neon")) arms[na++] = (arm){"neon", sd_ops_fast_level("neon"), 0};
+    if (sd_ops_fast_level("neon")) arms[na++] = (arm){"neon", sd_ops_fast_level("neon"), 0, 0};
     sd_pool *pool = sd_pool_create(threads > 0 ? threads : 1);
     double bw = 0, bwmed = 0;
     measure_bw(pool, 5, &bw, &bwmed);
@@ -89,7 +93,7 @@ int main(int argc, char **argv) {
     int bad = 0;
     float *x = malloc(sizeof(float) * 768 * 64), *y = malloc(sizeof(float) * 151936 * 16);
     float *y0 = malloc(sizeof(float) * 151936 * 16);
-    double *t = malloc(sizeof(double) * 4 * (size_t)samples);
+    double *t = malloc(sizeof(double) * 5 * (size_t)samples);
     for (int i = 0; i < 768 * 64; i++) x[i] = (float)((int)(rnd32() % 2001) - 1000) * 1e-3f;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         if (filter && !strstr(shapes[si].name, filter)) continue;
@@ -105,10 +109,12 @@ int main(int argc, char **argv) {
             for (int s = -1; s < samples; s++)   /* s = -1: warm-up, and the guard */
                 for (int a = 0; a < na; a++) {
                     sd_i8_avx2_novnni = arms[a].novnni;
+                    sd_i8_avx512_prefer_amx(arms[a].amx);
                     double t0 = now_s();
                     for (int r = 0; r < reps; r++) arms[a].o->matmul_i8(&W, x, W.cols, y, W.rows, T, pool);
                     double dt = now_s() - t0;
                     sd_i8_avx2_novnni = 0;
+                    sd_i8_avx512_prefer_amx(0);
                     if (s >= 0) t[a * samples + s] = dt / reps * 1e6;
                     else if (a == 0) memcpy(y0, y, sizeof(float) * (size_t)W.rows * T);
                     else if (memcmp(y0, y, sizeof(float) * (size_t)W.rows * T) != 0) differ = 1;

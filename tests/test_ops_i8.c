@@ -1,6 +1,7 @@
 /* test_ops_i8.c: the int8-activation matmul (src/cpu/ops_i8.h).
  *  - the block quantizer: range, rounding, zero and non-finite blocks;
- *  - every level this CPU runs (and on x86 the AVX2 maddubs form next to AVX-VNNI) against the
+ *  - every level this CPU runs (and on x86 the AVX2 maddubs form next to AVX-VNNI, the AVX-512
+ *    AMX form next to VNNI where the CPU and OS give AMX) against the
  *    scalar reference sd_i8_matmul_ref, BIT FOR BIT (the recipe is fixed, integer sums exact),
  *    for 4/8-bit x groups 64/128 x scales f32/f16/bf16, odd row counts, several widths;
  *  - batch invariance: every T in 1..64 gives each row the bits it gets alone, with pools of
@@ -188,9 +189,9 @@ static void test_level(const sd_ops *F, const char *lvl) {
 }
 
 /* A matrix larger than the caches (the kernels prefetch those, tiles ahead): the reference's bits
- * at T = 1 and 2 on 1 and 2 threads (kept short: the NEON run is emulated). */
+ * at T = 1 and 2 (and 5 for AMX) on 1 and 2 threads (kept short: the NEON run is emulated). */
 static void test_large(const sd_ops *F, const char *lvl) {
-    const int rows = 20011, cols = 384, T = 2;
+    const int rows = 20011, cols = 384, T = 5;
     tmat W = make_mat(rows, cols, 4, 64, SPECDEC_DTYPE_BF16);
     float *x = malloc(sizeof(float) * (size_t)T * cols);
     float *yr = malloc(sizeof(float) * (size_t)T * rows), *y = malloc(sizeof(float) * (size_t)T * rows);
@@ -199,8 +200,9 @@ static void test_large(const sd_ops *F, const char *lvl) {
     sd_i8_packed pk;
     CHECK(sd_i8_pack(&W.m, &pk) == 0, "pack large");
     W.m.pk = &pk;
-    static const int Ts[] = {1, 2};
-    for (int k = 0; k < 2; k++)
+    static const int Ts[] = {1, 2, 5};
+    const int nT = strstr(lvl, "amx") ? 3 : 2;   /* AMX: a verify width past its rule's threshold too */
+    for (int k = 0; k < nT; k++)
         for (int th = 1; th <= 2; th++) {
             F->matmul_i8(&W.m, x, cols, y, rows, Ts[k], pools[th]);
             CHECK(memcmp(y, yr, sizeof(float) * (size_t)Ts[k] * rows) == 0, "%s large %dx%d T=%d threads=%d: not the reference's bits",
@@ -344,6 +346,29 @@ int main(void) {
             sd_i8_avx2_novnni = 1;
             test_level(F, levels[i][0] == 'a' ? "avx2-maddubs" : "neon-smull");
             sd_i8_avx2_novnni = 0;
+        }
+        if (strcmp(levels[i], "avx512") == 0) {
+            if (sd_i8_rows_amx()) {
+                /* the AMX form, at every T >= 2 (its rule would leave most of these small matrices
+                 * to VNNI), then under its own rule on the large matrix */
+                sd_i8_avx512_prefer_amx(1);
+                CHECK(sd_i8_avx512_amx_preferred(), "prefer amx: the AMX form is in force");
+                sd_i8_amx_always = 1;
+                test_level(F, "avx512-amx");
+                test_n(F, "avx512-amx");
+                test_argmax(F, "avx512-amx");
+                test_large(F, "avx512-amx");
+                /* wider than the A operands the kernel keeps on its stack at 8 tokens (VNNI then),
+                 * within them at 7 and fewer */
+                test_kind(F, "avx512-amx", 23, 4224, 4, 64, SPECDEC_DTYPE_BF16);
+                test_kind(F, "avx512-amx", 19, 4160, 8, 64, SPECDEC_DTYPE_F16);
+                sd_i8_amx_always = 0;
+                test_large(F, "avx512-amx rule");
+                sd_i8_avx512_prefer_amx(0);
+                CHECK(!sd_i8_avx512_amx_preferred(), "prefer vnni: the AMX form is off");
+            } else {
+                fprintf(stderr, "avx512-amx: no AMX here (CPU, OS or hypervisor), skipped\n");
+            }
         }
     }
     test_refused();

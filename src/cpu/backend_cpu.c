@@ -301,7 +301,9 @@ specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, sp
     if (!c) return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory");
     c->ops = ops;
     c->i8 = i8;
-    snprintf(c->kname, sizeof c->kname, "%s%s", ops->name, c->i8 ? " int8" : "");
+    /* the AVX-512 level's AMX form (several tokens through the tile unit) is named too */
+    snprintf(c->kname, sizeof c->kname, "%s%s%s", ops->name, c->i8 ? " int8" : "",
+             c->i8 && !strcmp(ops->name, "avx512") && sd_i8_avx512_amx_preferred() ? " amx" : "");
     c->pool = sd_pool_create(o->n_threads);
     if (!c->pool) {
         free(c);

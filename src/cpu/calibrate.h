@@ -13,6 +13,7 @@ typedef enum sd_calib_how {
 typedef struct sd_calib {
     const char *f32_level, *i8_level;   /* fastest level for f32 / int8 activations */
     const char *avx2_i8_form;           /* the AVX2 level's int8 form: "vnni", "maddubs", or "-" (one form) */
+    const char *avx512_i8_form;         /* the AVX-512 level's for several tokens: "amx", "vnni", or "-" (no AMX) */
     sd_calib_how how;
     char key[512];                      /* CPU model | ISA flags | specdec version | kernel generation */
     char where[512];                    /* the cache file */

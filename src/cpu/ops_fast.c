@@ -114,6 +114,8 @@ const sd_isa *sd_isa_portable(void) { return &portable_isa; }
 const sd_isa *sd_isa_avx512(void) { return NULL; }
 const sd_isa *sd_isa_avx2(void) { return NULL; }
 sd_i8_rows_fn sd_i8_rows_avx512(void) { return NULL; }
+sd_i8_rows_fn sd_i8_rows_amx(void) { return NULL; }
+int sd_i8_amx_always;
 sd_i8_rows_fn sd_i8_rows_avx2(void) { return NULL; }
 sd_i8_prep_fn sd_i8_prep_avx2(void) { return NULL; }
 sd_i8_rows_fn sd_i8_rows_avx2_form(int vnni) { (void)vnni; return NULL; }
@@ -318,9 +320,19 @@ void sd_neon_silu_mul(float *g, const float *u, int n, int T);
         fast_attention(ISAFN(), s, kv, q, out, T, pos0, scratch, p); } \
     static const sd_ops ops_##L = {#L, mm_##L, rms_##L, ROPE, SILU, attn_##L, mi8_##L, mi8n_##L, mi8a_##L};
 
-/* int8 kernels per level: AVX-512 without VNNI takes the 256-bit ones; the portable level (and a
- * level without its own) the plain C recipe (NULL). */
-static sd_i8_rows_fn i8_avx512(void) { return sd_i8_rows_avx512() ? sd_i8_rows_avx512() : sd_i8_rows_avx2(); }
+/* int8 kernels per level: AVX-512 without VNNI takes the 256-bit ones, with AMX preferred (by
+ * calibration) the AMX form; the portable level (and a level without its own) the plain C recipe
+ * (NULL). */
+static int g_prefer_amx;
+void sd_i8_avx512_prefer_amx(int on) { g_prefer_amx = on; }
+int sd_i8_avx512_amx_preferred(void) { return g_prefer_amx && sd_i8_rows_amx() != NULL; }
+static sd_i8_rows_fn i8_avx512(void) {
+    if (g_prefer_amx) {
+        sd_i8_rows_fn f = sd_i8_rows_amx();
+        if (f) return f;
+    }
+    return sd_i8_rows_avx512() ? sd_i8_rows_avx512() : sd_i8_rows_avx2();
+}
 static sd_i8_rows_fn i8_none(void) { return (sd_i8_rows_fn)0; }
 /* the token preparation: the x86 levels the AVX2 one (the same bits, 5x faster), the others C */
 static sd_i8_prep_fn prep_c(void) { return (sd_i8_prep_fn)0; }

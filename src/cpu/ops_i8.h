@@ -132,6 +132,16 @@ sd_i8_rows_fn sd_i8_rows_avx2_form(int vnni);
 void sd_i8_avx2_prefer_vnni(int on);
 /* Tests and benchmarks: 1 makes sd_i8_rows_avx2 hand out the maddubs form even with AVX-VNNI. */
 extern int sd_i8_avx2_novnni;
+/* The AVX-512 level's AMX form (ops_i8_amx.c): several tokens through the tile unit, one token by
+ * the VNNI kernel; the same bits. NULL where the CPU, the OS or the hypervisor gives no AMX (the
+ * first call asks Linux for the tile state). sd_i8_avx512_prefer_amx(1) makes the AVX-512 level's
+ * int8 op use it (calibration sets it where AMX measured faster; off until then). */
+sd_i8_rows_fn sd_i8_rows_amx(void);
+void sd_i8_avx512_prefer_amx(int on);
+int sd_i8_avx512_amx_preferred(void);
+/* Tests: 1 makes the AMX form take every call of T >= 2 (its rule otherwise leaves the calls where
+ * it measured no faster to the VNNI kernel). */
+extern int sd_i8_amx_always;
 
 /* Where tile t of P starts. */
 static inline const unsigned char *sd_i8_tile(const sd_i8_packed *P, int t) { return P->buf + (size_t)t * P->tile_bytes; }
