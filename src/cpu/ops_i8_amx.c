@@ -1,24 +1,32 @@
 /* ops_i8_amx.c: the int8-activation matmul over packed tiles (ops_i8.h) with Intel AMX, for
  * several tokens at once (the verify of a speculative round, prefill). AMX's tile unit does a
- * whole (tokens x 32 columns) by (32 columns x 16 rows) integer product in one instruction
- * (tdpbsud: signed activation bytes times unsigned weight bytes, sums of four products into 32-bit
- * lanes, exactly), where AVX-512 VNNI needs 8 vpdpbusd per token on the one port that runs them:
- * the verify's LM head at T = 4 to 5 was bound by that port (docs/benchmarks/cpu-kv-bf16-*.md).
+ * (rows of activations x 64 columns) by (64 columns x 16 weight rows) integer product in one
+ * instruction (tdpbsud: signed activation bytes times unsigned weight bytes, sums of four products
+ * into 32-bit lanes, exactly), where AVX-512 VNNI needs 16 vpdpbusd per token on the one port that
+ * runs them: the verify's LM head at T = 4 to 5 was bound by that port.
  *
- * Why the products are the recipe's (ops_i8.h): per block b of 32 columns, token t and row r the
- * tile unit gives I_b, the exact integer the other levels sum in another order; the float work
- * after it is the AVX-512 kernel's, lane by lane and in the same order (convert, times D_b, one FMA
- * by the group's scales; the biases' FMAs per group after the blocks). So every level and T gives
- * the same bits, and T = 1 (where AMX has nothing to share) stays with the AVX-512 kernel.
+ * Why the results are the recipe's (ops_i8.h): the unit gives, per block b of 32 columns, token t
+ * and row r, the integer I_b the other levels sum in another order; the float work after it is
+ * the VNNI kernel's, lane by lane and in the same order (convert, times D_b, one FMA by the group's
+ * scales; the biases' FMAs per group after the blocks). So every level and every T gives the same
+ * bits.
  *
- * Tiles: A = the block's activation bytes of NT tokens (rows NT, 32 bytes; loaded straight from the
- * prepared codes with their row stride), B = the block of 16 weight rows (8 rows of 64 bytes: row
- * i holds each weight row's columns 4i .. 4i + 3, which is the packed quad layout: 8-bit blocks
- * load as they are, 4-bit ones are split into nibbles in a 512-byte buffer first), C = NT x 16
- * int32 sums, stored and read back for the float work. Two weight tiles and two blocks are in
- * flight at once (tmm0-1 A, tmm2-3 B, tmm4-7 C), so the unit's latency is hidden behind the other
- * pair's work. The tile instructions are written as inline assembly with memory clobbers (the
- * compilers' intrinsics do not tell the optimizer that a tile load reads the buffer just written).
+ * Operands, per item (one tile of 16 rows x one block pair of 64 columns): A = 2 NT rows of 64
+ * bytes, row 2t + h holding token t's block h of the pair in one half and zeros in the other, so
+ * one product over 64 columns keeps the two blocks' sums apart (made once per call from the
+ * prepared codes); B = the pair's 16 weight rows as 16 rows of 64 bytes (row i: each weight row's
+ * columns 4i .. 4i + 3, the packed quad layout: 8-bit codes are read in place, 4-bit ones split
+ * into nibbles in a ring buffer DIST items ahead); C = 2 NT rows of 16 sums, stored and read back
+ * CDELAY items later. Nothing is read soon after it was written: a tile load of a buffer whose
+ * stores have not reached the cache waits for them, and so would vector loads of a C tile stored
+ * just before. Alternate items use two register sets (tmm0/2/4, tmm1/3/5). The tile instructions
+ * are inline assembly with memory clobbers (the compilers' intrinsics do not tell the optimizer
+ * that a tile load reads the buffer just written).
+ *
+ * Measured costs on the Xeon of docs/benchmarks/cpu-amx-xeon-2026-12-05.md: a product ~16 cycles
+ * whatever the rows, a tile store as long, unpacking a 4-bit item ~20: ~16 ns an item against
+ * VNNI's ~5 ns a token, so the form pays only from 4 tokens (amx_pays), and the calls it does not
+ * take go to the VNNI kernel.
  *
  * Linux hands AMX's 8 KB of tile state to a process only on request (arch_prctl
  * ARCH_REQ_XCOMP_PERM): sd_i8_rows_amx asks once and returns NULL where the CPU, the kernel or the
