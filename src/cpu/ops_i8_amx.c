@@ -19,7 +19,8 @@
  * into nibbles in a ring buffer DIST items ahead); C = 2 NT rows of 16 sums, stored and read back
  * CDELAY items later. Nothing is read soon after it was written: a tile load of a buffer whose
  * stores have not reached the cache waits for them, and so would vector loads of a C tile stored
- * just before. Alternate items use two register sets (tmm0/2/4, tmm1/3/5). The tile instructions
+ * just before. Alternate items use two register sets (tmm0/2/4, tmm1/3/5; bench_amx_tiles measured
+ * them no faster than one: the product and the store are the bound). The tile instructions
  * are inline assembly with memory clobbers (the compilers' intrinsics do not tell the optimizer
  * that a tile load reads the buffer just written).
  *
