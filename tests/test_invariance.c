@@ -16,6 +16,8 @@ static int run(specdec_model *m, int threads, specdec_kv_dtype kv, const int *bl
     specdec_ctx *c = NULL;
     specdec_err err = {0};
     if (specdec_ctx_init(m, &cp, &c, &err)) { fprintf(stderr, "ctx: %s\n", err.msg); return 1; }
+    CHECK(specdec_ctx_kv_dtype(c) == kv, "the context runs the KV dtype asked for (%d, runs %d)", (int)kv,
+          (int)specdec_ctx_kv_dtype(c));
     int pos = 0, bi = 0;
     while (pos < N) {
         int T = blocks[bi < nblocks ? bi : nblocks - 1];
@@ -73,7 +75,31 @@ static void check_model(const char *name) {
     specdec_model_free(m);
 }
 
+/* SPECDEC_KV_DEFAULT resolves to bf16 on the CPU's int8 path, f32 at precision f32 (the CPU backend named:
+ * "auto" would take a GPU where there is one). */
+static void check_kv_default(void) {
+    specdec_err err = {0};
+    specdec_model *m = NULL;
+    CHECK(specdec_model_load(check_path("tests/fixtures/tiny-q4"), NULL, &m, &err) == SPECDEC_OK, "tiny-q4: %s", err.msg);
+    if (!m) return;
+    static const struct { specdec_precision p; specdec_kv_dtype want; } cases[] = {
+        {SPECDEC_PRECISION_INT8, SPECDEC_KV_BF16}, {SPECDEC_PRECISION_F32, SPECDEC_KV_F32}};
+    for (int i = 0; i < 2; i++) {
+        specdec_ctx_params cp = specdec_ctx_default_params();
+        CHECK(cp.kv_dtype == SPECDEC_KV_DEFAULT, "default params ask for the backend's KV dtype");
+        cp.n_ctx = 64; cp.n_threads = 1; cp.precision = cases[i].p; cp.backend = "cpu";
+        specdec_ctx *c = NULL;
+        CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+        if (!c) continue;
+        CHECK(specdec_ctx_kv_dtype(c) == cases[i].want, "precision %d: default KV dtype %d, expected %d", (int)cases[i].p,
+              (int)specdec_ctx_kv_dtype(c), (int)cases[i].want);
+        specdec_ctx_free(c);
+    }
+    specdec_model_free(m);
+}
+
 int main(void) {
+    check_kv_default();
     check_model("tiny-f32");
     check_model("tiny-bf16");
     check_model("tiny-q4");
