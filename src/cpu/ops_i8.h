@@ -121,6 +121,30 @@ size_t sd_i8_argmax_scratch(int rows, int T, int threads);
 int sd_i8_matmul_n(sd_i8_rows_fn rows, sd_i8_prep_fn prep, int n, const sd_mat *const *W, const float *x, int ldx,
                    float *const *y, const int *ldy, int T, sd_pool *p);
 
+/* A kernel file's six forms and their dispatcher. Each file writes one kernel KIND(a, r0, r1, bits,
+ * scale dtype) whose body the compiler specializes when the two are constants; SD_I8_FORMS(name,
+ * ATTR, KIND) defines name_q4_f32 ... name_q8_bf16 (bits 4 / 8 x scales f32 / f16 / bf16), each
+ * KIND with constants under the function attribute ATTR (empty for none), and name(), the
+ * sd_i8_rows_fn that picks one by the packed matrix's bits and scale dtype. */
+static inline int sd_i8_form(const sd_i8_packed *P) {
+    return 3 * (P->bits == 8) + (P->dtype == SPECDEC_DTYPE_F16 ? 1 : P->dtype == SPECDEC_DTYPE_BF16 ? 2 : 0);
+}
+#define SD_I8_FORM_(name, sfx, ATTR, KIND, BITS, DT) \
+    ATTR static void name##_##sfx(const sd_i8_args *a, int r0, int r1) { KIND(a, r0, r1, BITS, DT); }
+#define SD_I8_FORMS(name, ATTR, KIND)                                                                     \
+    SD_I8_FORM_(name, q4_f32, ATTR, KIND, 4, SPECDEC_DTYPE_F32)                                           \
+    SD_I8_FORM_(name, q4_f16, ATTR, KIND, 4, SPECDEC_DTYPE_F16)                                           \
+    SD_I8_FORM_(name, q4_bf16, ATTR, KIND, 4, SPECDEC_DTYPE_BF16)                                         \
+    SD_I8_FORM_(name, q8_f32, ATTR, KIND, 8, SPECDEC_DTYPE_F32)                                           \
+    SD_I8_FORM_(name, q8_f16, ATTR, KIND, 8, SPECDEC_DTYPE_F16)                                           \
+    SD_I8_FORM_(name, q8_bf16, ATTR, KIND, 8, SPECDEC_DTYPE_BF16)                                         \
+    static void name(const sd_i8_args *a, int r0, int r1) {                                               \
+        static void (*const k[6])(const sd_i8_args *, int, int) = {name##_q4_f32, name##_q4_f16,          \
+                                                                   name##_q4_bf16, name##_q8_f32,         \
+                                                                   name##_q8_f16, name##_q8_bf16};        \
+        k[sd_i8_form(a->P)](a, r0, r1);                                                                   \
+    }
+
 /* Per-level kernels; NULL when this build or CPU has none (the level then uses sd_i8_rows_c). */
 sd_i8_rows_fn sd_i8_rows_avx512(void);   /* AVX-512 VNNI */
 sd_i8_rows_fn sd_i8_rows_avx2(void);     /* AVX-VNNI when the CPU has it, else maddubs */

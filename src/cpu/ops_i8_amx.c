@@ -237,21 +237,7 @@ SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, c
     }
 }
 
-#define GEN(name, BITS, DT) \
-    static void name(const sd_i8_args *a, int r0, int r1) { rows_kind(a, r0, r1, BITS, DT); }
-GEN(q4_f32, 4, SPECDEC_DTYPE_F32)
-GEN(q4_f16, 4, SPECDEC_DTYPE_F16)
-GEN(q4_bf16, 4, SPECDEC_DTYPE_BF16)
-GEN(q8_f32, 8, SPECDEC_DTYPE_F32)
-GEN(q8_f16, 8, SPECDEC_DTYPE_F16)
-GEN(q8_bf16, 8, SPECDEC_DTYPE_BF16)
-
-static void rows(const sd_i8_args *a, int r0, int r1) {
-    const sd_i8_packed *P = a->P;
-    const int d = P->dtype == SPECDEC_DTYPE_F16 ? 1 : P->dtype == SPECDEC_DTYPE_BF16 ? 2 : 0;
-    static void (*const k[2][3])(const sd_i8_args *, int, int) = {{q4_f32, q4_f16, q4_bf16}, {q8_f32, q8_f16, q8_bf16}};
-    k[P->bits == 8][d](a, r0, r1);
-}
+SD_I8_FORMS(rows, , rows_kind)
 
 #if defined(__clang__)
 #pragma clang attribute pop

@@ -166,30 +166,12 @@ SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, c
     }
 }
 
-#define KIND(name, BITS, DT, VN, ATTR) \
-    ATTR static void name(const sd_i8_args *a, int r0, int r1) { rows_kind(a, r0, r1, BITS, DT, VN); }
-#define VNNI_ATTR __attribute__((target("avxvnni")))
-KIND(q4_f32, 4, SPECDEC_DTYPE_F32, 0, )
-KIND(q4_f16, 4, SPECDEC_DTYPE_F16, 0, )
-KIND(q4_bf16, 4, SPECDEC_DTYPE_BF16, 0, )
-KIND(q8_f32, 8, SPECDEC_DTYPE_F32, 0, )
-KIND(q8_f16, 8, SPECDEC_DTYPE_F16, 0, )
-KIND(q8_bf16, 8, SPECDEC_DTYPE_BF16, 0, )
-KIND(v4_f32, 4, SPECDEC_DTYPE_F32, 1, VNNI_ATTR)
-KIND(v4_f16, 4, SPECDEC_DTYPE_F16, 1, VNNI_ATTR)
-KIND(v4_bf16, 4, SPECDEC_DTYPE_BF16, 1, VNNI_ATTR)
-KIND(v8_f32, 8, SPECDEC_DTYPE_F32, 1, VNNI_ATTR)
-KIND(v8_f16, 8, SPECDEC_DTYPE_F16, 1, VNNI_ATTR)
-KIND(v8_bf16, 8, SPECDEC_DTYPE_BF16, 1, VNNI_ATTR)
-
-typedef void (*rows_fn)(const sd_i8_args *, int, int);
-/* [vnni][bits == 8][scale dtype: f32, f16, bf16] */
-static const rows_fn tab[2][2][3] = {{{q4_f32, q4_f16, q4_bf16}, {q8_f32, q8_f16, q8_bf16}},
-                                     {{v4_f32, v4_f16, v4_bf16}, {v8_f32, v8_f16, v8_bf16}}};
-
-static int dt_ix(specdec_dtype dt) { return dt == SPECDEC_DTYPE_F16 ? 1 : dt == SPECDEC_DTYPE_BF16 ? 2 : 0; }
-static void rows_mad(const sd_i8_args *a, int r0, int r1) { tab[0][a->P->bits == 8][dt_ix(a->P->dtype)](a, r0, r1); }
-static void rows_vnni(const sd_i8_args *a, int r0, int r1) { tab[1][a->P->bits == 8][dt_ix(a->P->dtype)](a, r0, r1); }
+#define MAD(a, r0, r1, BITS, DT) rows_kind(a, r0, r1, BITS, DT, 0)
+#define VNNI(a, r0, r1, BITS, DT) rows_kind(a, r0, r1, BITS, DT, 1)
+SD_I8_FORMS(rows_mad, , MAD)
+SD_I8_FORMS(rows_vnni, __attribute__((target("avxvnni"))), VNNI)
+#undef MAD
+#undef VNNI
 
 /* AVX-VNNI is CPUID.(7,1):EAX bit 4; asked directly because clang (14) has no "avxvnni" for
  * __builtin_cpu_supports, and the library must also build with clang (the fuzz targets). Asked

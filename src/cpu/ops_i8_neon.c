@@ -198,30 +198,12 @@ SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, c
     }
 }
 
-#define GEN(name, BITS, DT)                                                                                           \
-    static void name##_mull(const sd_i8_args *a, int r0, int r1) { rows_kind(a, r0, r1, BITS, DT, 0); }              \
-    SD_SDOT static void name##_sdot(const sd_i8_args *a, int r0, int r1) { rows_kind(a, r0, r1, BITS, DT, 1); }
-GEN(q4_f32, 4, SPECDEC_DTYPE_F32)
-GEN(q4_f16, 4, SPECDEC_DTYPE_F16)
-GEN(q4_bf16, 4, SPECDEC_DTYPE_BF16)
-GEN(q8_f32, 8, SPECDEC_DTYPE_F32)
-GEN(q8_f16, 8, SPECDEC_DTYPE_F16)
-GEN(q8_bf16, 8, SPECDEC_DTYPE_BF16)
-#undef GEN
-
-typedef void (*kern_fn)(const sd_i8_args *, int, int);
-static int kind(const sd_i8_args *a) {
-    const sd_i8_packed *P = a->P;
-    return 3 * (P->bits == 8) + (P->dtype == SPECDEC_DTYPE_F16 ? 1 : P->dtype == SPECDEC_DTYPE_BF16 ? 2 : 0);
-}
-static void rows_mull(const sd_i8_args *a, int r0, int r1) {
-    static const kern_fn k[6] = {q4_f32_mull, q4_f16_mull, q4_bf16_mull, q8_f32_mull, q8_f16_mull, q8_bf16_mull};
-    k[kind(a)](a, r0, r1);
-}
-static void rows_sdot(const sd_i8_args *a, int r0, int r1) {
-    static const kern_fn k[6] = {q4_f32_sdot, q4_f16_sdot, q4_bf16_sdot, q8_f32_sdot, q8_f16_sdot, q8_bf16_sdot};
-    k[kind(a)](a, r0, r1);
-}
+#define MULL(a, r0, r1, BITS, DT) rows_kind(a, r0, r1, BITS, DT, 0)
+#define SDOT(a, r0, r1, BITS, DT) rows_kind(a, r0, r1, BITS, DT, 1)
+SD_I8_FORMS(rows_mull, , MULL)
+SD_I8_FORMS(rows_sdot, SD_SDOT, SDOT)
+#undef MULL
+#undef SDOT
 
 sd_i8_rows_fn sd_i8_rows_neon(void) {
     /* sd_i8_avx2_novnni doubles as "no dot-product instruction" here (the tests run both forms) */
