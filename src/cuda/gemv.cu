@@ -164,16 +164,9 @@ template <int FMT, bool LMA> gv_fn gv_pick_tt(int ti) {
     }
 }
 template <bool LMA> gv_fn gv_pick(int fmt, int ti) {
-    switch (fmt) {
-    case SDC_MM_F32: return gv_pick_tt<SDC_MM_F32, LMA>(ti);
-    case SDC_MM_F16: return gv_pick_tt<SDC_MM_F16, LMA>(ti);
-    case SDC_MM_BF16: return gv_pick_tt<SDC_MM_BF16, LMA>(ti);
-    case SDC_MM_Q4: return gv_pick_tt<SDC_MM_Q4, LMA>(ti);
-    case SDC_MM_Q8: return gv_pick_tt<SDC_MM_Q8, LMA>(ti);
-    case SDC_MM_Q4I: return gv_pick_tt<SDC_MM_Q4I, LMA>(ti);
-    case SDC_MM_Q8I: return gv_pick_tt<SDC_MM_Q8I, LMA>(ti);
-    default: return nullptr;
-    }
+#define PICK(F) gv_pick_tt<F, LMA>(ti)
+    SDC_MM_FMT_SWITCH(fmt, PICK)
+#undef PICK
 }
 
 } // namespace

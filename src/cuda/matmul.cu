@@ -240,16 +240,9 @@ template <int FMT, bool LMA> mm_fn mm_pick_tt(int ti) {
     }
 }
 template <bool LMA> mm_fn mm_pick(int fmt, int ti) {
-    switch (fmt) {
-    case SDC_MM_F32: return mm_pick_tt<SDC_MM_F32, LMA>(ti);
-    case SDC_MM_F16: return mm_pick_tt<SDC_MM_F16, LMA>(ti);
-    case SDC_MM_BF16: return mm_pick_tt<SDC_MM_BF16, LMA>(ti);
-    case SDC_MM_Q4: return mm_pick_tt<SDC_MM_Q4, LMA>(ti);
-    case SDC_MM_Q8: return mm_pick_tt<SDC_MM_Q8, LMA>(ti);
-    case SDC_MM_Q4I: return mm_pick_tt<SDC_MM_Q4I, LMA>(ti);
-    case SDC_MM_Q8I: return mm_pick_tt<SDC_MM_Q8I, LMA>(ti);
-    default: return nullptr;
-    }
+#define PICK(F) mm_pick_tt<F, LMA>(ti)
+    SDC_MM_FMT_SWITCH(fmt, PICK)
+#undef PICK
 }
 
 /* How one call launches (nothing here changes a row's arithmetic): stream.cu's kernel where it

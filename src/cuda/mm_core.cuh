@@ -10,6 +10,20 @@
 #include "cuda/common.cuh"
 #include "cuda/quant.cuh"
 
+/* `return CALL(F);` for the format code fmt as the constant F, nullptr for an unknown code: the
+ * kernel pickers of matmul.cu, gemv.cu and stream.cu (each with its own CALL) share it. */
+#define SDC_MM_FMT_SWITCH(fmt, CALL)                   \
+    switch (fmt) {                                     \
+    case SDC_MM_F32: return CALL(SDC_MM_F32);          \
+    case SDC_MM_F16: return CALL(SDC_MM_F16);          \
+    case SDC_MM_BF16: return CALL(SDC_MM_BF16);        \
+    case SDC_MM_Q4: return CALL(SDC_MM_Q4);            \
+    case SDC_MM_Q8: return CALL(SDC_MM_Q8);            \
+    case SDC_MM_Q4I: return CALL(SDC_MM_Q4I);          \
+    case SDC_MM_Q8I: return CALL(SDC_MM_Q8I);          \
+    default: return nullptr;                           \
+    }
+
 namespace {
 
 /* E: columns of a 16-byte chunk; XG: 16-byte granules of staged x per chunk and token; SF: floats

@@ -264,16 +264,9 @@ template <int FMT, bool LMA> st_fn st_pick_tt(int ti) {
     }
 }
 template <bool LMA> st_fn st_pick(int fmt, int ti) {
-    switch (fmt) {
-    case SDC_MM_F32: return st_pick_tt<SDC_MM_F32, LMA>(ti);
-    case SDC_MM_F16: return st_pick_tt<SDC_MM_F16, LMA>(ti);
-    case SDC_MM_BF16: return st_pick_tt<SDC_MM_BF16, LMA>(ti);
-    case SDC_MM_Q4: return st_pick_tt<SDC_MM_Q4, LMA>(ti);
-    case SDC_MM_Q8: return st_pick_tt<SDC_MM_Q8, LMA>(ti);
-    case SDC_MM_Q4I: return st_pick_tt<SDC_MM_Q4I, LMA>(ti);
-    case SDC_MM_Q8I: return st_pick_tt<SDC_MM_Q8I, LMA>(ti);
-    default: return nullptr;
-    }
+#define PICK(F) st_pick_tt<F, LMA>(ti)
+    SDC_MM_FMT_SWITCH(fmt, PICK)
+#undef PICK
 }
 
 int g_cap_blocks = 0, g_cap_stages = 0;   /* sd_cuda_matmul_stream_cap (tests) */
