@@ -1,8 +1,10 @@
 /* bench_attn.c: the fast CPU attention (sd_ops_fast()->attention) at the reference pair's shape
  * (6 query heads, 2 KV heads, head_dim 128) against the context length: T = 1 (a decode step)
  * and T = 4 (a K = 4 verify) at n = 128 / 512 / 1024 keys, per KV dtype. Median / min / max ms
- * over `reps` samples after a warm-up, and the KV bytes read per call against the streaming
- * bandwidth (a query head re-reads its KV head: GQA groups share nothing in this kernel).
+ * over `reps` samples after a warm-up, and the K and V bytes of the call counted per query head
+ * (as the first kernel read them), over the time. The grouped kernel (sd_isa.attn_group) reads a kv
+ * head once for its 3 query heads, so it moves a third of that column; the column keeps its first
+ * definition so that records stay comparable.
  * Usage: bench_attn [threads=2] [reps=15] */
 #include "specdec.h"
 #include "cpu/ops.h"
