@@ -249,7 +249,8 @@ specdec_status specdec_backend_describe(const char *name, int n_threads, int dev
 /* The backend a context runs on ("cpu", "cuda") and its kernel variant ("avx512", "sm_90 ..."). */
 const char *specdec_ctx_backend(const specdec_ctx *c);
 const char *specdec_ctx_kernels(const specdec_ctx *c);
-/* The KV cache dtype the context runs with: SPECDEC_KV_DEFAULT resolved to the backend's choice. */
+/* The KV cache dtype the context runs with: SPECDEC_KV_DEFAULT resolved to the backend's choice
+ * (SPECDEC_KV_DEFAULT for a NULL context). */
 specdec_kv_dtype specdec_ctx_kv_dtype(const specdec_ctx *c);
 
 /* Counters of the backend a context runs on (shared by the drafters running there). */

@@ -163,7 +163,7 @@ void specdec_ctx_backend_stats(const specdec_ctx *c, specdec_backend_stats *out)
 
 const char *specdec_ctx_backend(const specdec_ctx *c) { return c ? c->be->name : NULL; }
 const char *specdec_ctx_kernels(const specdec_ctx *c) { return c ? c->be->i->kernels(c->be) : NULL; }
-specdec_kv_dtype specdec_ctx_kv_dtype(const specdec_ctx *c) { return (specdec_kv_dtype)c->kv.dtype; }
+specdec_kv_dtype specdec_ctx_kv_dtype(const specdec_ctx *c) { return c ? (specdec_kv_dtype)c->kv.dtype : SPECDEC_KV_DEFAULT; }
 
 specdec_status sd_ctx_set_pos(specdec_ctx *c, int n, specdec_err *err) {
     SD_TRY(sd_be_write_i32(c->be, c->pos, n, err));

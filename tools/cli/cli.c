@@ -76,14 +76,18 @@ int cli_choice(const char *opt, const char *s, const char *const *names, const i
     return cli_fail("%s: '%s' is not one of %s", opt, s, all);
 }
 
+/* --kv-dtype's words, indexed by specdec_kv_dtype */
+static const char *const kv_names[] = {"f32", "bf16", "f16", "default"};
+
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out) {
-    static const char *const names[] = {"f32", "bf16", "f16", "default"};
     static const int values[] = {SPECDEC_KV_F32, SPECDEC_KV_BF16, SPECDEC_KV_F16, SPECDEC_KV_DEFAULT};
     int v = 0;
-    if (cli_choice("--kv-dtype", s, names, values, 4, &v)) return 1;
+    if (cli_choice("--kv-dtype", s, kv_names, values, 4, &v)) return 1;
     *out = (specdec_kv_dtype)v;
     return 0;
 }
+
+const char *cli_kv_dtype_name(specdec_kv_dtype d) { return (unsigned)d < 4 ? kv_names[d] : "?"; }
 
 int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *i) {
     long v = 0;

@@ -30,6 +30,8 @@ specdec_status cli_ctx_init(const specdec_model *m, const specdec_ctx_params *cp
  * (or that a value is missing), returning 1. */
 int cli_choice(const char *opt, const char *s, const char *const *names, const int *values, int n, int *out);
 int cli_parse_kv_dtype(const char *s, specdec_kv_dtype *out);
+/* the --kv-dtype word of d ("?" outside the enum) */
+const char *cli_kv_dtype_name(specdec_kv_dtype d);
 /* --sampling seeded|rejection */
 int cli_parse_sampling(const char *s, specdec_spec_sampling *out);
 /* The context options of every command that runs a model (--threads, --backend, --device, --ctx,

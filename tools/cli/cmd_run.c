@@ -115,9 +115,7 @@ int cmd_run(int argc, char **argv) {
         if (bs.graph_kernels)
             fprintf(stderr, ", %llu kernels in recordings (%.1f per generated token, prefill included)", (unsigned long long)bs.graph_kernels,
                     st.generated_tokens > 0 ? (double)bs.graph_kernels / st.generated_tokens : 0.0);
-        static const char *const kvn[] = {"f32", "bf16", "f16"};
-        const specdec_kv_dtype kv = specdec_ctx_kv_dtype(ctx);
-        fprintf(stderr, ", kv cache %s\n", (unsigned)kv < 3 ? kvn[kv] : "?");
+        fprintf(stderr, ", kv cache %s\n", cli_kv_dtype_name(specdec_ctx_kv_dtype(ctx)));
         cli_tp_report(ctx);
     }
     if (dr) {
