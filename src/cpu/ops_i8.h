@@ -167,6 +167,11 @@ int sd_i8_avx512_amx_preferred(void);
  * it measured no faster to the VNNI kernel). */
 extern int sd_i8_amx_always;
 
+/* A matrix larger than a core's L2 (1 MB on Zen 4 / 5; the LM head) is streamed: the x86 kernels
+ * prefetch it SD_I8_PF_TILES tiles ahead, and the AMX form's rule treats it apart. */
+#define SD_I8_PF_TILES 2
+static inline int sd_i8_streamed(const sd_i8_packed *P) { return (size_t)P->tiles * P->tile_bytes >= ((size_t)1 << 20); }
+
 /* Where tile t of P starts. */
 static inline const unsigned char *sd_i8_tile(const sd_i8_packed *P, int t) { return P->buf + (size_t)t * P->tile_bytes; }
 

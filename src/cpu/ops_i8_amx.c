@@ -50,8 +50,6 @@
 #endif
 
 #define NT_MAX 8                /* tokens per tile of tokens: 2 x 8 accumulators */
-#define PF_TILES 2
-#define PF_MIN_BYTES (1u << 20)
 
 /* The palette-1 tile configuration (64 bytes, the layout ldtilecfg reads). */
 typedef struct amx_cfg {
@@ -115,7 +113,7 @@ SD_AINLINE void rows_nt(const sd_i8_args *a, int r0, int r1, int t0, const int N
     const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2, sg = (size_t)SD_I8_TILE * es;
     const int nq = SD_I8_QUADS(bits), nbp = P->nkb / 2;
     const size_t kbp = (size_t)nq * 128;   /* a block pair's packed bytes */
-    const int pf = t0 == 0 && (size_t)P->tiles * P->tile_bytes >= PF_MIN_BYTES ? PF_TILES : 0;
+    const int pf = t0 == 0 && sd_i8_streamed(P) ? SD_I8_PF_TILES : 0;
     const size_t pfo = (size_t)pf * P->tile_bytes;
     const int8_t *xq[NT_MAX];
     const float *dv[NT_MAX], *xg[NT_MAX];
@@ -205,7 +203,7 @@ int sd_i8_amx_always;
 
 static int amx_pays(const sd_i8_packed *P, int T) {
     if (sd_i8_amx_always) return T >= 2;
-    const int streamed = (size_t)P->tiles * P->tile_bytes >= PF_MIN_BYTES;
+    const int streamed = sd_i8_streamed(P);
     return streamed ? T >= 4 && T <= NT_MAX : T >= NT_MAX;
 }
 

@@ -16,7 +16,7 @@
  * the tile from L1 or L2. With one or two tokens the low and the high nibbles (8-bit: even and odd
  * quads) go to two chains of vpdpbusd, so a block's latency does not serialize. The CPU's features
  * are read once (a hypervisor traps CPUID: 3 us a call). A matrix larger than a core's L2 is
- * prefetched PF_TILES tiles ahead by the first half's first token tile. */
+ * prefetched SD_I8_PF_TILES tiles ahead by the first half's first token tile. */
 #include "cpu/ops_i8.h"
 #include <cpuid.h>
 #include <immintrin.h>
@@ -26,8 +26,6 @@
 #include "cpu/ops_simd.h"
 
 #define NT_MAX 6
-#define PF_TILES 2
-#define PF_MIN_BYTES (1u << 20)
 
 /* 8 scale or bias values (rows h*8 .. h*8+7 of a group) as f32. */
 SD_AINLINE __m256 load8(const specdec_dtype dt, const unsigned char *p) {
@@ -142,7 +140,7 @@ SD_AINLINE void half_nt(const sd_i8_args *a, int tile, int h, int nr, int t0, in
 
 SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, const specdec_dtype dt, const int vnni) {
     const sd_i8_packed *P = a->P;
-    const int pf = (size_t)P->tiles * P->tile_bytes >= PF_MIN_BYTES ? PF_TILES : 0;
+    const int pf = sd_i8_streamed(P) ? SD_I8_PF_TILES : 0;
     for (int r = r0; r < r1; r += SD_I8_TILE) {
         const int tile = r / SD_I8_TILE, nr = r1 - r < SD_I8_TILE ? r1 - r : SD_I8_TILE;
         for (int h = 0; h < 2 && 8 * h < nr; h++) {

@@ -14,7 +14,7 @@
  * 11-14% at T = 5, 0-8% at T = 8 to 16 on 4-bit weights, 8-bit 9% slower at T = 8); with one
  * token, tiles go in pairs (tile_pair1: 7-14% faster at T = 1 on most shapes, the Qwen3 1.7B
  * shape's decode 1.05-1.08x in single runs); a matrix larger than a core's L2 (1 MB on Zen 4 / 5, 2 MB on recent Xeons; the LM
- * head) is prefetched PF_TILES tiles ahead by its first token tile (on the Xeon of the record, where
+ * head) is prefetched SD_I8_PF_TILES tiles ahead by its first token tile (on the Xeon of the record, where
  * the 1.7B shape streams from DRAM, any distance from 2 to 64 KB and none measured the same). Compiled with the AVX-512
  * flags (CMake); VNNI is asked for here. */
 #include "cpu/ops_i8.h"
@@ -29,8 +29,6 @@
 #endif
 
 #define NT_MAX 8
-#define PF_TILES 2
-#define PF_MIN_BYTES (1u << 20)
 
 /* 16 scale or bias values of a group as f32 (bf16 in the high half of a 32-bit lane is its f32
  * value; f16 converted exactly). */
@@ -164,7 +162,7 @@ SD_AINLINE void tile_pair1(const sd_i8_args *a, int ta, int nra, int nrb, int pf
 
 SD_AINLINE void rows_kind(const sd_i8_args *a, int r0, int r1, const int bits, const specdec_dtype dt) {
     const sd_i8_packed *P = a->P;
-    const int pf = (size_t)P->tiles * P->tile_bytes >= PF_MIN_BYTES ? PF_TILES : 0;
+    const int pf = sd_i8_streamed(P) ? SD_I8_PF_TILES : 0;
     int r = r0;
     if (a->T == 1)   /* one token: tiles in pairs while two remain */
         for (; r + SD_I8_TILE < r1; r += 2 * SD_I8_TILE) {
