@@ -396,7 +396,9 @@ specdec_status specdec_drafter_init_model(const specdec_model *target, const cha
 /* Prompt lookup: propose the continuation of the longest suffix match (n = max_n..1, 0 = 4)
  * found earlier in the context. No weights. */
 specdec_status specdec_drafter_init_ngram(int max_n, specdec_drafter **out, specdec_err *err);
-/* By name: "mtp", "model:DIR" or "ngram" (the CLI's --draft values). */
+/* By name (the CLI's --draft values): "mtp", "model:DIR", "ngram" / "ngram:N", or "mtp+ngram" /
+ * "mtp+ngram:M": the mtp.* module with prompt lookup, a round drafting from the context when its
+ * last M or more tokens (default 3) occurred earlier in it, else with the module. */
 specdec_status specdec_drafter_init(const specdec_model *target, const char *spec,
                                     specdec_drafter **out, specdec_err *err);
 void specdec_drafter_free(specdec_drafter *d);
@@ -465,6 +467,7 @@ typedef struct specdec_spec_stats {
     double prof_upload_ms, prof_embed_ms, prof_layers_ms, prof_head_ms, prof_sample_ms,
            prof_readback_ms, prof_overhead_ms;
     int auto_width;                  /* auto: the width chosen most often (1 = classic won) */
+    int64_t lookup_rounds;           /* mtp+ngram: rounds drafted from the context rather than the module */
 } specdec_spec_stats;
 
 /* Speculative decoding with drafter d, mirroring specdec_generate (same parameters, same stop

@@ -49,6 +49,17 @@ int main(void) {
     snprintf(spec, sizeof spec, "model:%s", ddir);
     CHECK(specdec_drafter_init(m, spec, &d, &err) == SPECDEC_ERR_SHAPE && !d && strstr(err.msg, "vocab"), "vocab mismatch: %s", err.msg);
     CHECK(specdec_drafter_init(m, "eagle", &d, &err) == SPECDEC_ERR_INVALID_ARG && strstr(err.msg, "eagle"), "unknown: %s", err.msg);
+    /* mtp+ngram[:M]: M the shortest match the lookup drafts from, 1..64 */
+    const char *bad_hy[4] = {"mtp+ngram:0", "mtp+ngram:65", "mtp+ngram:", "mtp+ngram:3x"};
+    for (int i = 0; i < 4; i++)
+        CHECK(specdec_drafter_init(m, bad_hy[i], &d, &err) == SPECDEC_ERR_INVALID_ARG && !d && strstr(err.msg, bad_hy[i]),
+              "%s: %s", bad_hy[i], err.msg);
+    CHECK(specdec_drafter_init(m, "mtp+ngramx", &d, &err) == SPECDEC_ERR_INVALID_ARG && !d && strstr(err.msg, "unknown"),
+          "mtp+ngramx: %s", err.msg);
+    CHECK(specdec_drafter_init(m, "mtp+ngram:3", &d, &err) == SPECDEC_OK && d && !strcmp(specdec_drafter_name(d), "mtp+ngram"),
+          "mtp+ngram:3: %s", err.msg);
+    specdec_drafter_free(d);
+    d = NULL;
     CHECK(specdec_drafter_init(m, "ngram", &d, &err) == SPECDEC_OK, "ngram");
     CHECK(!strcmp(specdec_drafter_name(d), "ngram"), "name");
 

@@ -1,9 +1,10 @@
 /* test_spec_exact.c: the exactness contract of speculative decoding at temperature 0. For every
- * drafter (ngram, mtp, draft model), every block size K = 2..16 and auto, thread counts 1/2/3 and
+ * drafter (ngram, mtp, draft model, mtp+ngram), every block size K = 2..16 and auto, thread counts 1/2/3 and
  * several prompts (one longer than a prefill chunk), the generated ids must equal classic
  * decoding's (specdec_generate) exactly, with the same stop reason: budget ending mid-block, EOS
  * inside a block, and the context window running out. Acceptance must be > 0 for each drafter
- * (otherwise the comparison proves little). */
+ * (otherwise the comparison proves little), and the mtp+ngram drafter must have drafted rounds
+ * from both of its sources. */
 #include "check.h"
 #include "tiny_spec.h"
 #include "specdec.h"
@@ -21,7 +22,7 @@ static int first_diff(const int32_t *a, int na, const int32_t *b, int nb) {
     return n;
 }
 
-typedef struct acc_t { int64_t drafted, accepted, rounds; } acc_t;
+typedef struct acc_t { int64_t drafted, accepted, rounds, lookup_rounds; } acc_t;
 
 /* Compare one speculative run with its classic baseline; returns 1 on match. */
 static int compare(specdec_ctx *c, specdec_drafter *d, const int32_t *prompt, int np, specdec_gen_params *gp,
@@ -42,7 +43,10 @@ static int compare(specdec_ctx *c, specdec_drafter *d, const int32_t *prompt, in
           gs.stop_reason, ss.gen.stop_reason, first_diff(ref, nref, out, nout));
     if (gp->max_tokens > 1)   /* with a budget of 0 or 1 no round runs, and no probe */
         CHECK(ss.speculated && ss.probe == 1, "%s K=%d: speculation did not run (probe %d: %s)", what, K, ss.probe, ss.note);
-    if (acc) { acc->drafted += ss.drafted; acc->accepted += ss.accepted; acc->rounds += ss.rounds; }
+    if (acc) {
+        acc->drafted += ss.drafted; acc->accepted += ss.accepted; acc->rounds += ss.rounds;
+        acc->lookup_rounds += ss.lookup_rounds;
+    }
     CHECK(ss.emitted + (nout > 0 ? 1 : 0) >= nout, "%s: emitted counter %lld for %d tokens", what, (long long)ss.emitted, nout);
     free(ref); free(out);
     return ok;
@@ -62,12 +66,15 @@ int main(void) {
     specdec_model *m = NULL;
     CHECK(specdec_model_load(tdir, NULL, &m, &err) == SPECDEC_OK, "load target: %s", err.msg);
     if (!m) return check_finish("test_spec_exact");
-    const char *names[3] = {"ngram", "mtp", "model"};
-    specdec_drafter *dr[3] = {0};
+#define ND 4
+    const char *names[ND] = {"ngram", "mtp", "model", "mtp+ngram"};
+    specdec_drafter *dr[ND] = {0};
     CHECK(specdec_drafter_init_ngram(0, &dr[0], &err) == SPECDEC_OK, "ngram: %s", err.msg);
     CHECK(specdec_drafter_init_mtp(m, &dr[1], &err) == SPECDEC_OK, "mtp: %s", err.msg);
     CHECK(specdec_drafter_init_model(m, ddir, &dr[2], &err) == SPECDEC_OK, "model: %s", err.msg);
-    acc_t acc[3];
+    /* the shortest match 2: the random model's loops give the lookup rounds of its own */
+    CHECK(specdec_drafter_init(m, "mtp+ngram:2", &dr[3], &err) == SPECDEC_OK, "mtp+ngram: %s", err.msg);
+    acc_t acc[ND];
     memset(acc, 0, sizeof acc);
     int lens[3] = {5, 17, 70};
     int32_t prompts[3][70];
@@ -80,7 +87,7 @@ int main(void) {
         if (!c) continue;
         specdec_gen_params gp = specdec_gen_default_params();
         gp.ignore_eos = true;
-        for (int di = 0; di < 3; di++) {
+        for (int di = 0; di < ND; di++) {
             if (!dr[di]) continue;
             for (int pi = 0; pi < 3; pi++) {
                 /* prompt 0 and 1 on every thread count, the long one on 1 thread only (time) */
@@ -104,11 +111,14 @@ int main(void) {
         }
         specdec_ctx_free(c);
     }
-    for (int di = 0; di < 3; di++) {
-        fprintf(stderr, "%s: rounds %lld drafted %lld accepted %lld (%.1f%%)\n", names[di], (long long)acc[di].rounds,
-                (long long)acc[di].drafted, (long long)acc[di].accepted,
-                acc[di].drafted ? 100.0 * acc[di].accepted / acc[di].drafted : 0.0);
+    for (int di = 0; di < ND; di++) {
+        fprintf(stderr, "%s: rounds %lld drafted %lld accepted %lld (%.1f%%), lookup rounds %lld\n", names[di],
+                (long long)acc[di].rounds, (long long)acc[di].drafted, (long long)acc[di].accepted,
+                acc[di].drafted ? 100.0 * acc[di].accepted / acc[di].drafted : 0.0, (long long)acc[di].lookup_rounds);
         CHECK(acc[di].accepted > 0, "%s: no draft was ever accepted: the identity checks prove little", names[di]);
+        CHECK(di == 3 ? acc[di].lookup_rounds > 0 && acc[di].lookup_rounds < acc[di].rounds : acc[di].lookup_rounds == 0,
+              "%s: %lld of %lld rounds drafted by lookup", names[di], (long long)acc[di].lookup_rounds,
+              (long long)acc[di].rounds);
     }
 
     /* the context window running out: n_ctx 48, long budget; K is shrunk near the end */
@@ -117,7 +127,7 @@ int main(void) {
         CHECK(c != NULL, "ctx: %s", err.msg);
         specdec_gen_params gp = specdec_gen_default_params();
         gp.ignore_eos = true; gp.max_tokens = 100;
-        for (int di = 0; c && di < 3; di++)
+        for (int di = 0; c && di < ND; di++)
             for (int K = 2; K <= 16; K += 3) compare(c, dr[di], prompts[1], lens[1], &gp, K, NULL, "context end");
         specdec_ctx_free(c);
     }
@@ -138,14 +148,15 @@ int main(void) {
         CHECK(ts_config(tdir, &dm, 2, 1, &eos, 1) == 0, "rewrite config");
         specdec_model *m2 = NULL;
         CHECK(specdec_model_load(tdir, NULL, &m2, &err) == SPECDEC_OK, "reload: %s", err.msg);
-        specdec_drafter *d2[3] = {0};
+        specdec_drafter *d2[ND] = {0};
         specdec_drafter_init_ngram(0, &d2[0], &err);
         specdec_drafter_init_mtp(m2, &d2[1], &err);
         specdec_drafter_init_model(m2, ddir, &d2[2], &err);
+        specdec_drafter_init(m2, "mtp+ngram:2", &d2[3], &err);
         c = m2 ? ts_ctx(m2, 256, 2, &err) : NULL;
         CHECK(c != NULL, "ctx: %s", err.msg);
         gp.ignore_eos = false;
-        for (int di = 0; c && di < 3; di++)
+        for (int di = 0; c && di < ND; di++)
             for (int K = 2; K <= 16; K++) {
                 int32_t *out = NULL; int nout = 0;
                 specdec_spec_params sp = specdec_spec_default_params();
@@ -158,10 +169,10 @@ int main(void) {
                 free(out);
             }
         specdec_ctx_free(c);
-        for (int i = 0; i < 3; i++) specdec_drafter_free(d2[i]);
+        for (int i = 0; i < ND; i++) specdec_drafter_free(d2[i]);
         specdec_model_free(m2);
     }
-    for (int i = 0; i < 3; i++) specdec_drafter_free(dr[i]);
+    for (int i = 0; i < ND; i++) specdec_drafter_free(dr[i]);
     specdec_model_free(m);
     tm_rm_rf(tdir); tm_rm_rf(ddir);
     return check_finish("test_spec_exact");

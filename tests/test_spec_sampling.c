@@ -4,7 +4,8 @@
  *   first two tokens that rounds produce (emitted tokens 2 and 3; token 1 comes from the
  *   prefill) matches the target's filtered distribution p(t2 | t1) p(t3 | t1, t2) given the
  *   prompt and t1, by a chi-square test, for drafters with q (mtp, model) and without (ngram,
- *   point mass). Acceptance must be > 0 so the accept path is exercised. */
+ *   point mass), and for mtp+ngram (seeded: lookup rounds among its rounds; rejection: the module
+ *   drafts every round). Acceptance must be > 0 so the accept path is exercised. */
 #include "check.h"
 #include "tiny_spec.h"
 #include "specdec.h"
@@ -29,14 +30,15 @@ int main(void) {
     if (!m) return check_finish("test_spec_sampling");
     specdec_ctx *c = ts_ctx(m, 128, 1, &err);
     CHECK(c != NULL, "ctx: %s", err.msg);
-    const char *names[3] = {"ngram", "mtp", "model"};
-    specdec_drafter *dr[3] = {0};
+    const char *names[4] = {"ngram", "mtp", "model", "mtp+ngram"};
+    specdec_drafter *dr[4] = {0};
     CHECK(ts_three_drafters(m, ddir, dr, &err) == SPECDEC_OK, "drafters: %s", err.msg);
+    CHECK(specdec_drafter_init(m, "mtp+ngram:2", &dr[3], &err) == SPECDEC_OK, "mtp+ngram: %s", err.msg);
     int32_t prompt[6] = {1, 5, 9, 5, 9, 5};
 
     /* ---- seeded: identical to classic seeded runs */
-    for (int di = 0; di < 3; di++) {
-        int64_t accepted = 0;
+    for (int di = 0; di < 4; di++) {
+        int64_t accepted = 0, lookups = 0, rounds = 0;
         for (int seed = 0; seed < 12; seed++)
             for (int K = 2; K <= 16; K += (K < 8 ? 1 : 4)) {
                 specdec_gen_params gp = specdec_gen_default_params();
@@ -51,10 +53,15 @@ int main(void) {
                 CHECK(specdec_spec_generate(c, dr[di], NULL, prompt, 6, &gp, &sp, &b, &nb, &ss, &err) == SPECDEC_OK, "%s", err.msg);
                 CHECK(na == nb && memcmp(a, b, 4 * (size_t)na) == 0, "seeded %s K=%d seed %d differs from classic", names[di], K, seed);
                 accepted += ss.accepted;
+                lookups += ss.lookup_rounds;
+                rounds += ss.rounds;
                 free(a); free(b);
             }
-        fprintf(stderr, "seeded %s: accepted %lld\n", names[di], (long long)accepted);
+        fprintf(stderr, "seeded %s: accepted %lld, lookup rounds %lld of %lld\n", names[di], (long long)accepted,
+                (long long)lookups, (long long)rounds);
         CHECK(accepted > 0, "seeded %s: nothing accepted", names[di]);
+        if (di == 3) CHECK(lookups > 0 && lookups < rounds, "seeded mtp+ngram: %lld of %lld rounds by lookup", (long long)lookups,
+                           (long long)rounds);
     }
 
     /* ---- rejection: distribution of (t2, t3) given t1 */
@@ -91,7 +98,7 @@ int main(void) {
     int N = 6000;
     static int cnt[V][V][V];
     static int c1[V];
-    for (int di = 0; di < 3; di++) {
+    for (int di = 0; di < 4; di++) {
         for (int K = 3; K <= 5; K += 2) {
             memset(cnt, 0, sizeof cnt); memset(c1, 0, sizeof c1);
             int64_t accepted = 0, drafted = 0;
@@ -106,6 +113,8 @@ int main(void) {
                 specdec_spec_generate(c, dr[di], NULL, prompt, 6, &gp, &sp, &o, &no, &ss, &err);
                 if (no >= 3) { cnt[o[0]][o[1]][o[2]]++; c1[o[0]]++; }
                 accepted += ss.accepted; drafted += ss.drafted;
+                CHECK(ss.lookup_rounds == 0, "rejection %s: %lld rounds by lookup (the module must draft)", names[di],
+                      (long long)ss.lookup_rounds);
                 free(o);
             }
             /* chi-square over cells (t2, t3) given the observed t1 counts, expected >= 5 */
@@ -134,7 +143,7 @@ int main(void) {
     free(lg);
     sd_dist_free(&p);
     sd_sampler_ws_free(&ws);
-    for (int i = 0; i < 3; i++) specdec_drafter_free(dr[i]);
+    for (int i = 0; i < 4; i++) specdec_drafter_free(dr[i]);
     specdec_ctx_free(c);
     specdec_model_free(m);
     tm_rm_rf(tdir); tm_rm_rf(ddir);

@@ -93,6 +93,17 @@ specdec_status specdec_drafter_init(const specdec_model *target, const char *spe
                                     specdec_drafter **out, specdec_err *err) {
     if (!spec || !out) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_drafter_init: NULL argument");
     if (!strcmp(spec, "mtp")) return specdec_drafter_init_mtp(target, out, err);
+    if (!strncmp(spec, "mtp+ngram", 9) && (!spec[9] || spec[9] == ':')) {
+        long n = SD_HYBRID_MIN_N_DEFAULT;
+        if (spec[9]) {
+            char *end;
+            n = strtol(spec + 10, &end, 10);
+            if (*end || end == spec + 10 || n < 1 || n > 64)
+                return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "drafter '%s': the shortest match must be 1..64", spec);
+        }
+        if (!target) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_drafter_init: NULL model");
+        return sd_drafter_hybrid_new(target, (int)n, out, err);
+    }
     if (!strcmp(spec, "ngram")) return specdec_drafter_init_ngram(0, out, err);
     if (!strncmp(spec, "ngram:", 6)) {
         char *end;
@@ -101,7 +112,7 @@ specdec_status specdec_drafter_init(const specdec_model *target, const char *spe
         return specdec_drafter_init_ngram((int)n, out, err);
     }
     if (!strncmp(spec, "model:", 6) && spec[6]) return specdec_drafter_init_model(target, spec + 6, out, err);
-    return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown drafter '%s' (want mtp, model:DIR or ngram)", spec);
+    return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "unknown drafter '%s' (want mtp, mtp+ngram[:M], model:DIR or ngram[:N])", spec);
 }
 
 specdec_status sd_drafter_attach(specdec_drafter *d, specdec_ctx *c, const sd_target *t, specdec_err *err) {

@@ -53,6 +53,7 @@ typedef struct sd_drafter_prof {
     int64_t steps;                       /* draft steps profiled */
     double upload_ms, embed_ms, layers_ms, head_ms, sample_ms, readback_ms;
     int64_t clock_reads;                 /* clock reads the profile itself made */
+    int64_t lookup_rounds;               /* drafts taken from the context (mtp+ngram), counted always */
 } sd_drafter_prof;
 
 typedef struct sd_drafter_vt {
@@ -126,5 +127,13 @@ specdec_status sd_drafter_mtp_new(const specdec_model *target, specdec_drafter *
 specdec_status sd_drafter_model_new(const specdec_model *target, const char *dir, specdec_drafter **out,
                                     specdec_err *err);
 specdec_status sd_drafter_ngram_new(int max_n, specdec_drafter **out, specdec_err *err);
+/* The same, proposing only from a match of at least min_n tokens (none otherwise). */
+specdec_status sd_drafter_ngram_new_min(int max_n, int min_n, specdec_drafter **out, specdec_err *err);
+/* MTP with prompt lookup (drafter_hybrid.c): a round drafts from the context when its last min_n
+ * or more tokens occurred before, else with the MTP module. */
+specdec_status sd_drafter_hybrid_new(const specdec_model *target, int min_n, specdec_drafter **out, specdec_err *err);
+/* The MTP part of an mtp+ngram drafter, or NULL when d is another kind. */
+specdec_drafter *sd_drafter_hybrid_mtp(const specdec_drafter *d);
+#define SD_HYBRID_MIN_N_DEFAULT 3
 
 #endif

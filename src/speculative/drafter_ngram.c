@@ -9,7 +9,7 @@
 #include <string.h>
 
 typedef struct ngram {
-    int max_n;
+    int max_n, min_n;               /* suffix lengths tried, longest first; shorter: no proposal */
     int32_t *hist; int n_hist, cap;
     int32_t *ext; int cap_ext;      /* hist + proposal scratch */
     sd_backend *be;                 /* where the proposals go */
@@ -67,7 +67,7 @@ static specdec_status ng_draft(specdec_drafter *d, sd_draft_req *req, int *n_out
     }
     const int32_t *h = g->hist;
     int match_end = -1;   /* index of the last token of the earlier occurrence */
-    for (int n = g->max_n < L - 1 ? g->max_n : L - 1; n >= 1 && match_end < 0; n--) {
+    for (int n = g->max_n < L - 1 ? g->max_n : L - 1; n >= g->min_n && match_end < 0; n--) {
         const int32_t *suf = h + L - n;
         for (int e = L - 2; e >= n - 1; e--) {     /* most recent occurrence ending before L-1 */
             if (h[e] != suf[n - 1]) continue;
@@ -106,10 +106,15 @@ static const sd_drafter_vt ngram_vt = {
 };
 
 specdec_status sd_drafter_ngram_new(int max_n, specdec_drafter **out, specdec_err *err) {
+    return sd_drafter_ngram_new_min(max_n, 1, out, err);
+}
+
+specdec_status sd_drafter_ngram_new_min(int max_n, int min_n, specdec_drafter **out, specdec_err *err) {
     specdec_drafter *d = calloc(1, sizeof *d);
     ngram *g = calloc(1, sizeof *g);
     if (!d || !g) { free(d); free(g); return sd_fail(err, SPECDEC_ERR_NOMEM, "out of memory"); }
     g->max_n = max_n;
+    g->min_n = min_n < 1 ? 1 : min_n;
     d->vt = &ngram_vt;
     d->impl = g;
     d->probe_result = -1;

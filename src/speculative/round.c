@@ -507,10 +507,11 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
     s.gen.decode_ms = t_end - t_dec - s.probe_ms;
     s.gen.generated_tokens = r.em.n_ids;
     sd_spec_stats_finish(&s, sp, spec_on);
-    if (d && d->vt->profile && sp->profile) {
+    if (d && d->vt->profile) {
         sd_drafter_prof p1;
         d->vt->profile(d, &p1);
-        sd_spec_stats_profile(&s, &prof0, &p1, clock_ms);
+        s.lookup_rounds = p1.lookup_rounds - prof0.lookup_rounds;
+        if (sp->profile) sd_spec_stats_profile(&s, &prof0, &p1, clock_ms);
     }
     if (d) d->profile = false;
     if (stats) *stats = s;

@@ -57,6 +57,7 @@ void specdec_spec_stats_summary(const specdec_spec_stats *s, char *buf, size_t n
        per_round(s->draft_ms, s->rounds), per_round(s->verify_ms, s->rounds), per_round(s->walk_ms, s->rounds),
        per_round(s->finalize_ms, s->rounds), per_round(s->accept_ms, s->rounds),
        per_round(s->residual_ms, s->rounds), per_round(s->round_ms, s->rounds));
+    if (s->lookup_rounds) AP("; lookup drafted %lld of %lld rounds", (long long)s->lookup_rounds, (long long)s->rounds);
     AP("; probe %s%s", s->probe == 1 ? "passed" : s->probe == 0 ? "FAILED" : "not run", s->probe_cached ? " (cached)" : "");
     if (s->probe_ms > 0) AP(" in %.1f ms (not in decode)", s->probe_ms);
     if (s->inexact) AP(" INEXACT (allow_inexact)");
@@ -82,6 +83,7 @@ static const field int_fields[] = {
     F("rounds", rounds), F("drafted", drafted), F("projected", projected), F("accepted", accepted),
     F("emitted_in_rounds", emitted), F("zero_accept_rounds", zero_accept_rounds),
     F("partial_accept_rounds", partial_accept_rounds), F("full_accept_rounds", full_accept_rounds),
+    F("lookup_rounds", lookup_rounds),
 };
 static const field phase_fields[] = {
     F("round", round_ms), F("draft", draft_ms), F("verify", verify_ms), F("walk", walk_ms),

@@ -211,7 +211,7 @@ specdec_status cli_draft_vocab(specdec_drafter *dr, const char *spec, specdec_er
 specdec_status cli_draft_vocab_auto(specdec_drafter *dr, const char *model_dir, const char *spec, char *used,
                                     size_t cap, specdec_err *err) {
     used[0] = 0;
-    if (!dr || strcmp(specdec_drafter_name(dr), "mtp")) return SPECDEC_OK;
+    if (!dr || !cli_draft_mtp(specdec_drafter_name(dr))) return SPECDEC_OK;
     if (spec && !strcmp(spec, "none")) return SPECDEC_OK;
     if (spec) {
         specdec_status st = cli_draft_vocab(dr, spec, err);
@@ -224,6 +224,10 @@ specdec_status cli_draft_vocab_auto(specdec_drafter *dr, const char *model_dir, 
     specdec_status st = specdec_drafter_set_draft_vocab(dr, path, SPECDEC_DRAFT_VOCAB_FILE_DEFAULT, err);
     if (st == SPECDEC_OK) snprintf(used, cap, "%s, shipped with the model; --draft-vocab none for the full head", path);
     return st;
+}
+
+bool cli_draft_mtp(const char *draft) {
+    return draft && (!strcmp(draft, "mtp") || (!strncmp(draft, "mtp+ngram", 9) && (!draft[9] || draft[9] == ':')));
 }
 
 bool cli_is_tp_opt(const char *a) { return !strcmp(a, "--tp") || !strcmp(a, "--tp-reduce"); }

@@ -50,6 +50,9 @@ int cli_prompt_cmd_option(const char *cmd, const char *a, const char *val, specd
 int cli_parse_precision(const char *s, specdec_precision *out);
 /* --drafter-weights stored|q4|default */
 int cli_parse_drafter_weights(const char *s, specdec_drafter_weights *out);
+/* Whether a --draft value uses the MTP module ("mtp", "mtp+ngram[:M]"): its weights are loaded and
+ * the reduced draft vocabulary applies. */
+bool cli_draft_mtp(const char *draft);
 /* Tensor parallelism, shared by every command that makes a context: --tp N and
  * --tp-reduce gather|ring|none into cp. cli_tp_opt returns 0 when consumed, 1 on an error. */
 bool cli_is_tp_opt(const char *a);

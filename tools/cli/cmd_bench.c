@@ -100,7 +100,7 @@ int cmd_bench(int argc, char **argv) {
     if (cli_model_dir(dir_opt, dir, sizeof dir)) return 1;
     if (out_path && cli_check_out("--out", out_path)) return 1;   /* before minutes of measuring */
     for (int k = 1; k < na; k++)
-        if (dvs[k] && strcmp(draft, "mtp")) return cli_fail("--draft-vocab needs --draft mtp");
+        if (dvs[k] && !cli_draft_mtp(draft)) return cli_fail("--draft-vocab needs --draft mtp or mtp+ngram");
     if (na > 1 && profile) return cli_fail("--profile-drafter and --draft-vocab / --verify-rows-arms: one at a time");
     if (repeats < 5) fprintf(stderr, "specdec: warning: %d repeats (< 5): medians are weak\n", repeats);
     sp.quiet = false;
@@ -136,7 +136,7 @@ int cmd_bench(int argc, char **argv) {
     FILE *tjf = fopen(tjp, "r");
     bool byte_ids = !tjf;   /* random test models have no tokenizer: prompt bytes become ids (byte % vocab) */
     if (tjf) fclose(tjf);
-    if ((!byte_ids && specdec_tokenizer_load(dir, &tok, &err)) || cli_load_model(dir, !strcmp(draft, "mtp"), &m, &err) ||
+    if ((!byte_ids && specdec_tokenizer_load(dir, &tok, &err)) || cli_load_model(dir, cli_draft_mtp(draft), &m, &err) ||
         cli_gen_defaults(m, given, &gp.sampling) || cli_ctx_init(m, &cp, &ctx, &err)) {
         rc = cli_fail_err(&err);
         goto done;

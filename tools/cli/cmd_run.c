@@ -1,5 +1,5 @@
 /* cmd_run.c: `specdec run`: generate text from a prompt, streaming it to stdout, with a stats
- * line on stderr. With --draft mtp|model:DIR|ngram it decodes speculatively (same output at
+ * line on stderr. With --draft mtp|mtp+ngram|model:DIR|ngram it decodes speculatively (same output at
  * temperature 0 / in seeded mode) and adds a [spec] summary line (and --stats-json FILE).
  * --ids-out FILE writes the generated token ids as a JSON array. Sampling options not given take
  * the model's generation_config.json defaults (then the library's). */
@@ -57,7 +57,7 @@ int cmd_run(int argc, char **argv) {
         else return cli_fail("run: unknown option '%s'", a);
     }
     if (!prompt == !prompt_file) return cli_fail("run needs the prompt: -p TEXT, -f FILE or -f - (stdin), one of them");
-    if (dvocab && (!draft || strcmp(draft, "mtp"))) return cli_fail("--draft-vocab needs --draft mtp");
+    if (dvocab && !cli_draft_mtp(draft)) return cli_fail("--draft-vocab needs --draft mtp or mtp+ngram");
     if (cli_model_dir(dir_opt, dir, sizeof dir)) return 1;
     /* output files are checked before anything loads: a typo costs nothing */
     if ((stats_json && cli_check_out("--stats-json", stats_json)) || (ids_out && cli_check_out("--ids-out", ids_out))) return 1;
@@ -79,7 +79,7 @@ int cmd_run(int argc, char **argv) {
     int rc = 1;
     if (specdec_tokenizer_load(dir, &tok, &err) ||
         specdec_tokenize(tok, prompt, strlen(prompt), &ids, &n_ids, &err) ||
-        cli_load_model(dir, draft && !strcmp(draft, "mtp"), &m, &err) ||
+        cli_load_model(dir, cli_draft_mtp(draft), &m, &err) ||
         cli_gen_defaults(m, given, &gp.sampling) ||
         cli_ctx_init(m, &cp, &ctx, &err) ||
         (draft && specdec_drafter_init(m, draft, &dr, &err)) ||

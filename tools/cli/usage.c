@@ -11,7 +11,7 @@ static const cmd_usage USAGE[] = {
      "            [--seed S|-1] [--threads N] [--ctx N] [--kv-dtype f32|bf16|f16|default] [--stop S]... [--ignore-eos]\n"
      "            [--backend auto|cpu|cuda] [--device N] [--precision f32|int8|default]\n"
      "            [--tp N] [--tp-reduce gather|ring|none]\n"
-     "            [--draft mtp|model:DIR|ngram] [--block-size K|auto] [--sampling seeded|rejection]\n"
+     "            [--draft mtp|mtp+ngram[:M]|model:DIR|ngram[:N]] [--block-size K|auto] [--sampling seeded|rejection]\n"
      "            [--draft-vocab FILE[:N]|none] [--drafter-weights stored|q4|default] [--allow-inexact]\n"
      "            [--stats-json FILE] [--profile-drafter] [--ids-out FILE] [--verify-rows N] [--probe-draws N]\n"
      "            (--drafter-weights: the MTP drafter's dense matrices as stored or as 4-bit codes made at load;\n"
@@ -19,7 +19,7 @@ static const cmd_usage USAGE[] = {
      "            (-m: default the embedded model models/qwen3-kernel; --seed -1: a fresh random seed,\n"
      "             printed in the stats; sampling defaults come from DIR/generation_config.json when present)\n"},
     {"bench",
-     "  bench     [-m DIR] --draft mtp|model:DIR|ngram --prompts FILE.jsonl [-n N] [--block-size K|auto]\n"
+     "  bench     [-m DIR] --draft mtp|mtp+ngram[:M]|model:DIR|ngram --prompts FILE.jsonl [-n N] [--block-size K|auto]\n"
      "            [--repeats R] [--threads N] [--temp T] [--seed S] [--sampling seeded|rejection] [--out FILE.md]\n"
      "            [--draft-vocab FILE[:N]|none]... [--drafter-weights stored|q4|default] [--profile-drafter]\n"
      "            [--max-prompts N] [--ignore-eos]\n"
