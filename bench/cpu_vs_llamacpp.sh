@@ -4,13 +4,15 @@
 # threads, in one run, arms interleaved round by round (benchmarking protocol: medians of >= 5 with
 # min / max, load, the floor).
 #   llama.cpp   llama-bench tg128 (-p 0 -n 128), built -march=native from the pinned peer source
-#   specdec     classic decoding at each SIMD level this CPU runs x precision f32 / int8, and MTP
-#               speculation (auto block width) at the default level and precision; 128 tokens at
+#   specdec     classic decoding at each SIMD level this CPU runs x precision f32 / int8, and
+#               speculation (auto block width) at the default level: MTP at f32 and int8, MTP with
+#               prompt lookup (mtp+ngram) and prompt lookup alone (ngram) at int8; 128 tokens at
 #               temperature 0 after a short C prompt (--ignore-eos), decode tok/s from run's stats
 #   floor       bytes one decode step reads (specdec info) over the streaming-read bandwidth measured
 #               in the same run (bench_matmul's 1 GiB read, same thread count)
 # Guards: every specdec arm must print its kernel level and precision in the [backend] line (so the
-# arms differ), and MTP's text must equal classic's (else the comparison is refused).
+# arms differ), and every speculative arm's text must equal classic's (else the comparison is
+# refused).
 # Usage: bench/cpu_vs_llamacpp.sh [ROUNDS=5] [THREADS=2]
 #   env PEERS (default ../shared/peers next to the repository), PEER_DIR (llama.cpp build, default
 #   /tmp/peer-cpu; built when missing, ~10 min on 2 cores, not counted in the run), GGUF (default
@@ -58,7 +60,7 @@ BW=$("$BUILD/bench_matmul" "$TH" 5 no-shape-matches 2>/dev/null | awk '/streamin
 
 arms=("llama.cpp tg128")
 for l in "${levels[@]}"; do arms+=("specdec classic $l f32" "specdec classic $l int8"); done
-arms+=("specdec MTP default f32" "specdec MTP default int8")
+arms+=("specdec MTP default f32" "specdec MTP default int8" "specdec MTP+ngram default int8" "specdec ngram default int8")
 
 run_arm() {   # arm name -> tok/s on stdout; text into $T/<slug>.txt
     local a=$1 slug
@@ -74,10 +76,10 @@ run_arm() {   # arm name -> tok/s on stdout; text into $T/<slug>.txt
             >"$T/$slug.txt" 2>"$T/$slug.err"
         grep -q "cpu ($l$( [ "$p" = int8 ] && echo ' int8'))" "$T/$slug.err" || { echo "guard: $a ran $(grep '^\[backend\]' "$T/$slug.err")" >&2; exit 1; }
         sed -n 's/.*decode \([0-9.]*\) tok\/s.*/\1/p' "$T/$slug.err" | tail -1 ;;
-    "specdec MTP"*)
-        local p
-        p=$(echo "$a" | awk '{print $4}')
-        "$SD" run -m "$MODEL" -p "$PROMPT" -n $N --threads "$TH" --precision "$p" --ignore-eos --draft mtp \
+    "specdec MTP"* | "specdec ngram"*)
+        local p d
+        p=$(echo "$a" | awk '{print $4}'); d=$(echo "$a" | awk '{print tolower($2)}')
+        "$SD" run -m "$MODEL" -p "$PROMPT" -n $N --threads "$TH" --precision "$p" --ignore-eos --draft "$d" \
             >"$T/$slug.txt" 2>"$T/$slug.err"
         sed -n 's/.*decode \([0-9.]*\) tok\/s.*/\1/p' "$T/$slug.err" | tail -1 ;;
     esac
@@ -101,7 +103,10 @@ for p in f32 int8; do
     SPECDEC_SIMD=$dl "$SD" run -m "$MODEL" -p "$PROMPT" -n $N --threads "$TH" --precision "$p" --ignore-eos >"$T/ref_$p.txt" 2>/dev/null
     if ! cmp -s "$T/ref_$p.txt" "$T/$m"; then echo "REFUSED: MTP $p text differs from classic $p" >&2; exit 1; fi
 done
-echo "guard: MTP text == classic text (f32 and int8, level $dl)"
+for m in specdec_MTP+ngram_default_int8.txt specdec_ngram_default_int8.txt; do
+    if ! cmp -s "$T/ref_int8.txt" "$T/$m"; then echo "REFUSED: $m differs from classic int8" >&2; exit 1; fi
+done
+echo "guard: MTP text == classic text (f32 and int8, level $dl); MTP+ngram and ngram text == classic int8"
 
 stats() { sort -g "$1" | awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f %.1f %.1f\n", m, v[1], v[NR]}'; }
 ref=$(stats "$T/llama.cpp_tg128.ts" | awk '{print $1}')
