@@ -398,7 +398,7 @@ specdec_status specdec_drafter_init_model(const specdec_model *target, const cha
 specdec_status specdec_drafter_init_ngram(int max_n, specdec_drafter **out, specdec_err *err);
 /* By name (the CLI's --draft values): "mtp", "model:DIR", "ngram" / "ngram:N", or "mtp+ngram" /
  * "mtp+ngram:M": the mtp.* module with prompt lookup, a round drafting from the context when its
- * last M or more tokens (default 3) occurred earlier in it, else with the module. */
+ * last M or more tokens (default 2) occurred earlier in it, else with the module. */
 specdec_status specdec_drafter_init(const specdec_model *target, const char *spec,
                                     specdec_drafter **out, specdec_err *err);
 void specdec_drafter_free(specdec_drafter *d);

@@ -134,6 +134,6 @@ specdec_status sd_drafter_ngram_new_min(int max_n, int min_n, specdec_drafter **
 specdec_status sd_drafter_hybrid_new(const specdec_model *target, int min_n, specdec_drafter **out, specdec_err *err);
 /* The MTP part of an mtp+ngram drafter, or NULL when d is another kind. */
 specdec_drafter *sd_drafter_hybrid_mtp(const specdec_drafter *d);
-#define SD_HYBRID_MIN_N_DEFAULT 3
+#define SD_HYBRID_MIN_N_DEFAULT 2
 
 #endif
