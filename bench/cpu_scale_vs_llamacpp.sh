@@ -3,14 +3,15 @@
 # same machine, threads and run (benchmarking protocol: arms interleaved round by round after a
 # discarded warm-up round, medians with min / max, load, the floor).
 #   specdec    the embedded pair inflated to SHAPE (specdec inflate: the trained function at the
-#              shape's byte count), classic and MTP (auto block width), 128 tokens at temperature 0
+#              shape's byte count), classic, MTP and MTP with prompt lookup (mtp+ngram; auto block
+#              width), 128 tokens at temperature 0
 #              after a short C prompt (--ignore-eos); decode tok/s from run's stats line
 #   llama.cpp  llama-bench tg128 on random Q4_0 weights of the same shape (gguf_random_shape.py of
 #              the peers folder: decode speed does not depend on the values), the same 4.5 bits per
 #              weight
 #   floor      bytes one decode step reads (specdec info) over the streaming-read bandwidth of
 #              bench_matmul, measured in the same run with the same thread count
-# Guard: MTP's text must equal classic's (else the comparison is refused).
+# Guard: the speculative arms' text must equal classic's (else the comparison is refused).
 # Usage: bench/cpu_scale_vs_llamacpp.sh [SHAPE=qwen3-1.7b] [ROUNDS=5] [THREADS=2]
 #   env PEERS (default ../shared/peers beside the repository), PEER_DIR (a llama.cpp CPU build,
 #   default /tmp/peer-cpu, built when missing), BUILD (default build), WORK (model files; default
@@ -36,9 +37,9 @@ PROMPT=$'// FILE: drivers/char/mem.c\n#include <linux/fs.h>\n\nstatic ssize_t re
 bytes=$("$SD" info -m "$W/model" 2>/dev/null | sed -n 's/^bytes\/decode step: *\([0-9]*\).*/\1/p')
 bw=$("$BUILD/bench_matmul" "$TH" 2>&1 | grep -m1 'streaming read bandwidth' | sed -n 's/.*: *\([0-9.]*\) GB\/s.*/\1/p' || true)
 
-sd_run() {   # sd_run classic|mtp -> decode tok/s; text in $W/out.$1
+sd_run() {   # sd_run classic|mtp|mtp+ngram -> decode tok/s; text in $W/out.$1
   local a=()
-  [ "$1" = mtp ] && a=(--draft mtp)
+  [ "$1" != classic ] && a=(--draft "$1")
   "$SD" run -m "$W/model" -p "$PROMPT" -n 128 --ignore-eos --threads "$TH" "${a[@]}" > "$W/out.$1" 2> "$W/err"
   sed -n 's/.*decode \([0-9.]*\) tok\/s.*/\1/p' "$W/err" | tail -1
 }
@@ -55,18 +56,19 @@ echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'
 echo "- specdec $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $("$SD" info -m "$W/model" 2>/dev/null | grep -m1 '^kernels chosen' | cut -c1-120)"
 echo "- threads $TH, $ROUNDS rounds after a warm-up, loadavg before: $(cat /proc/loadavg)"
 echo
-: > "$W/c"; : > "$W/m"; : > "$W/p"
+: > "$W/c"; : > "$W/m"; : > "$W/p"; : > "$W/h"
 for r in $(seq 0 "$ROUNDS"); do
-  c=$(sd_run classic); p=$(peer_run); m=$(sd_run mtp)
+  c=$(sd_run classic); p=$(peer_run); m=$(sd_run mtp); h=$(sd_run mtp+ngram)
   cmp -s "$W/out.classic" "$W/out.mtp" || { echo "REFUSED: MTP text differs from classic (round $r)"; exit 1; }
+  cmp -s "$W/out.classic" "$W/out.mtp+ngram" || { echo "REFUSED: MTP+ngram text differs from classic (round $r)"; exit 1; }
   [ "$r" = 0 ] && continue
-  echo "$c" >> "$W/c"; echo "$m" >> "$W/m"; echo "$p" >> "$W/p"
+  echo "$c" >> "$W/c"; echo "$m" >> "$W/m"; echo "$p" >> "$W/p"; echo "$h" >> "$W/h"
 done
 pm=$(median < "$W/p")
 floor=$(awk -v b="$bytes" -v g="$bw" 'BEGIN {print (g > 0 ? g * 1e9 / b : 0)}')
 echo "| arm | tok/s median [min, max] | vs llama.cpp | share of the floor |"
 echo "|---|---|---|---|"
-for a in p:llama.cpp c:specdec_classic m:specdec_mtp; do
+for a in p:llama.cpp c:specdec_classic m:specdec_mtp h:specdec_mtp+ngram; do
   f=${a%%:*} name=${a#*:}
   md=$(median < "$W/$f")
   echo "| $name | $(stats < "$W/$f") | $(awk -v x="$md" -v y="$pm" 'BEGIN {printf "%.2fx", x / y}') | $(awk -v x="$md" -v y="$floor" 'BEGIN {if (y > 0) printf "%.1f%%", 100 * x / y; else printf "-"}') |"
