@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_server_spec.sh: speculative decoding through `specdec serve` on a model with an MTP module
 # (a generated random tiny Qwen3 + mtp.*): MTP is engaged by default once the exactness probe
-# passes, and for every drafter (mtp, ngram), block width (auto, 4), greedy and seeded sampling,
+# passes, and for every drafter (mtp, mtp+ngram, ngram), block width (auto, 4), greedy and seeded sampling,
 # streamed or not, the text equals classic `specdec run` byte for byte; the stats (tau,
 # acceptance, probe verdict) are in the responses and in /metrics.
 set -u
@@ -23,7 +23,7 @@ check "default request text == run" same_file "$TMP/def" "$TMP/run-greedy"
 check "default request speculated with mtp" [ "$(jget $TMP/body 'j["specdec"]["draft"], j["specdec"]["speculated"], j["specdec"]["probe"]')" = "mtp True 1" ]
 check "stats: rounds, tau, acceptance" [ "$(jget $TMP/body '(lambda s: s["rounds"] > 0 and s["tau"] >= 1 and 0 <= s["acceptance"] <= 1 and s["drafted"] >= s["accepted"])(j["specdec"])')" = True ]
 
-spec_matrix "mtp ngram"
+spec_matrix "mtp mtp+ngram ngram"
 
 # chat through the default drafter == run of the ChatML prompt
 CHAT_PROMPT=$'<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n'

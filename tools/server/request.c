@@ -102,7 +102,7 @@ static bool parse_stop(json_t *v, srv_request *r, srv_error *e) {
     return true;
 }
 
-/* "specdec": {"draft": "mtp"|"ngram"|"model"|"none"|"auto", "block_size": K|"auto", "ignore_eos": bool};
+/* "specdec": {"draft": "mtp"|"mtp+ngram"|"ngram"|"model"|"none"|"auto", "block_size": K|"auto", "ignore_eos": bool};
  * whether the drafter exists is checked here so the error names the field. */
 static bool parse_ext(const srv_server *s, json_t *v, srv_request *r, srv_error *e) {
     if (json_is_null(v)) return true;
@@ -113,11 +113,12 @@ static bool parse_ext(const srv_server *s, json_t *v, srv_request *r, srv_error 
             const char *d = json_string_value(x);
             if (!d) return BAD("specdec.draft", "'specdec.draft' must be a string");
             if (!strcmp(d, "mtp")) r->draft = SRV_DRAFT_MTP;
+            else if (!strcmp(d, "mtp+ngram")) r->draft = SRV_DRAFT_HYBRID;
             else if (!strcmp(d, "ngram")) r->draft = SRV_DRAFT_NGRAM;
             else if (!strcmp(d, "none")) r->draft = SRV_DRAFT_NONE;
             else if (!strcmp(d, "auto")) r->draft = SRV_DRAFT_AUTO;
             else if (!strcmp(d, "model")) r->draft = SRV_DRAFT_MODEL;
-            else return BAD("specdec.draft", "'specdec.draft' is \"%s\"; expected \"mtp\", \"ngram\", \"model\", \"none\" or \"auto\"", d);
+            else return BAD("specdec.draft", "'specdec.draft' is \"%s\"; expected \"mtp\", \"mtp+ngram\", \"ngram\", \"model\", \"none\" or \"auto\"", d);
         } else if (!strcmp(k, "block_size")) {
             if (json_is_string(x) && !strcmp(json_string_value(x), "auto")) r->block_size = 0;
             else {
@@ -138,11 +139,11 @@ static bool parse_ext(const srv_server *s, json_t *v, srv_request *r, srv_error 
             return BAD("specdec", "unknown field 'specdec.%s'", k);
         }
     }
-    if ((r->draft == SRV_DRAFT_MTP && !s->mtp) || (r->draft == SRV_DRAFT_NGRAM && !s->ngram) ||
-        (r->draft == SRV_DRAFT_MODEL && !s->dmodel))
+    if (r->draft != SRV_DRAFT_AUTO && r->draft != SRV_DRAFT_NONE && !srv_drafter_of(s, r->draft))
         return BAD("specdec.draft", "'specdec.draft': this server has no %s drafter%s",
-                   r->draft == SRV_DRAFT_MTP ? "mtp" : r->draft == SRV_DRAFT_NGRAM ? "ngram" : "draft-model",
-                   r->draft == SRV_DRAFT_MTP ? " (the model has no mtp module)" :
+                   r->draft == SRV_DRAFT_MTP ? "mtp" : r->draft == SRV_DRAFT_HYBRID ? "mtp+ngram"
+                   : r->draft == SRV_DRAFT_NGRAM ? "ngram" : "draft-model",
+                   r->draft == SRV_DRAFT_MTP || r->draft == SRV_DRAFT_HYBRID ? " (the model has no mtp module)" :
                    r->draft == SRV_DRAFT_MODEL ? " (start it with --draft model:DIR)" : "");
     return true;
 }

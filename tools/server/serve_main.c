@@ -15,7 +15,7 @@
 #define SD_SERVE_TRY(x) do { specdec_status st_ = (x); if (st_ != SPECDEC_OK) return st_; } while (0)
 
 static void serve_usage_to(FILE *f) {
-    fputs("usage: specdec serve [-m DIR] [--draft auto|mtp|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
+    fputs("usage: specdec serve [-m DIR] [--draft auto|mtp|mtp+ngram|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
           "                     [--api-key KEY] [--threads N] [--queue N] [--max-body BYTES] [--timeout-s S]\n"
           "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--precision f32|int8] [--name MODEL_NAME] [--draft-vocab FILE[:N]|none]\n"
           "                     [--backend B] [--device N] [--tp N] [--tp-reduce gather|ring|none] [--drafter-weights stored|q4|default]\n"
@@ -54,20 +54,24 @@ static specdec_status setup_drafters(srv_server *s, specdec_err *err) {
         SD_SERVE_TRY(cli_draft_vocab_auto(s->mtp, s->model_dir, s->draft_vocab, used, sizeof used, err));
         if (used[0])
             srv_log("info", "MTP drafts over %d ids (%s)\n", specdec_drafter_draft_vocab_size(s->mtp), used);
+        /* MTP with prompt lookup: a second module drafter (its own KV cache), the same vocabulary */
+        SD_SERVE_TRY(specdec_drafter_init(s->model, "mtp+ngram", &s->hybrid, err));
+        SD_SERVE_TRY(cli_draft_vocab_auto(s->hybrid, s->model_dir, s->draft_vocab, used, sizeof used, err));
     } else if (s->draft_vocab && strcmp(s->draft_vocab, "none")) {
         err->status = SPECDEC_ERR_INVALID_ARG;
         snprintf(err->msg, sizeof err->msg, "--draft-vocab: %s has no usable mtp module to use it", s->model_dir);
         return err->status;
     }
-    if (s->default_draft == SRV_DRAFT_MTP && !s->mtp) {
+    if ((s->default_draft == SRV_DRAFT_MTP || s->default_draft == SRV_DRAFT_HYBRID) && !s->mtp) {
         err->status = SPECDEC_ERR_MISSING;
-        snprintf(err->msg, sizeof err->msg, "--draft mtp: %s has no usable mtp module", s->model_dir);
+        snprintf(err->msg, sizeof err->msg, "--draft %s: %s has no usable mtp module",
+                 s->default_draft == SRV_DRAFT_MTP ? "mtp" : "mtp+ngram", s->model_dir);
         return err->status;
     }
     SD_SERVE_TRY(specdec_drafter_init_ngram(0, &s->ngram, err));
     if (s->draft_model_dir) SD_SERVE_TRY(specdec_drafter_init_model(s->model, s->draft_model_dir, &s->dmodel, err));
     int dk = s->default_draft == SRV_DRAFT_AUTO ? (s->mtp ? SRV_DRAFT_MTP : SRV_DRAFT_NONE) : s->default_draft;
-    specdec_drafter *d = dk == SRV_DRAFT_MTP ? s->mtp : dk == SRV_DRAFT_NGRAM ? s->ngram : dk == SRV_DRAFT_MODEL ? s->dmodel : NULL;
+    specdec_drafter *d = srv_drafter_of(s, dk);
     if (!d) {
         srv_log("info", "speculative decoding off by default (%s)\n",
                 s->default_draft == SRV_DRAFT_NONE ? "--draft none" : "the model has no mtp module");
@@ -140,9 +144,9 @@ int cmd_serve(int argc, char **argv) {
         }
         else if (!strcmp(a, "--name")) { if (!val || !*val) return cli_fail("--name needs a model name"); name = val; i++; }
         else if (!strcmp(a, "--draft")) {
-            if (!val || (strcmp(val, "auto") && strcmp(val, "mtp") && strcmp(val, "ngram") && strcmp(val, "none") &&
-                         strncmp(val, "model:", 6)))
-                return cli_fail("--draft: expected auto, mtp, ngram, model:DIR or none");
+            if (!val || (strcmp(val, "auto") && strcmp(val, "mtp") && strcmp(val, "mtp+ngram") && strcmp(val, "ngram") &&
+                         strcmp(val, "none") && strncmp(val, "model:", 6)))
+                return cli_fail("--draft: expected auto, mtp, mtp+ngram, ngram, model:DIR or none");
             draft = val; i++;
         }
         else { serve_usage(); return cli_fail("serve: unknown option '%s'", a); }
@@ -175,7 +179,8 @@ int cmd_serve(int argc, char **argv) {
     s.idle_timeout_s = (int)idle_s;
     s.max_tokens_cap = (int)max_tokens;
     s.max_header = (size_t)max_header;
-    s.default_draft = !strcmp(draft, "mtp") ? SRV_DRAFT_MTP : !strcmp(draft, "ngram") ? SRV_DRAFT_NGRAM
+    s.default_draft = !strcmp(draft, "mtp") ? SRV_DRAFT_MTP : !strcmp(draft, "mtp+ngram") ? SRV_DRAFT_HYBRID
+                    : !strcmp(draft, "ngram") ? SRV_DRAFT_NGRAM
                     : !strcmp(draft, "none") ? SRV_DRAFT_NONE : !strncmp(draft, "model:", 6) ? SRV_DRAFT_MODEL
                     : SRV_DRAFT_AUTO;
     if (s.default_draft == SRV_DRAFT_MODEL) s.draft_model_dir = draft + 6;
@@ -246,6 +251,7 @@ done:
         srv_job_release(cut);
     }
     if (d) MHD_stop_daemon(d);
+    specdec_drafter_free(s.hybrid);
     specdec_drafter_free(s.mtp);
     specdec_drafter_free(s.ngram);
     specdec_drafter_free(s.dmodel);

@@ -29,7 +29,7 @@ void srv_buf_free(srv_buf *b);
 enum { SRV_EP_COMPLETIONS = 0, SRV_EP_CHAT, SRV_EP_MODELS, SRV_EP_HEALTH, SRV_EP_METRICS, SRV_EP_OTHER,
        SRV_EP_COUNT };
 
-enum { SRV_DRAFT_AUTO = 0, SRV_DRAFT_NONE, SRV_DRAFT_MTP, SRV_DRAFT_NGRAM, SRV_DRAFT_MODEL };
+enum { SRV_DRAFT_AUTO = 0, SRV_DRAFT_NONE, SRV_DRAFT_MTP, SRV_DRAFT_NGRAM, SRV_DRAFT_MODEL, SRV_DRAFT_HYBRID };
 
 /* An OpenAI-style error ready to send: HTTP status plus the error object's fields. */
 typedef struct srv_error {
@@ -188,6 +188,7 @@ typedef struct srv_server {
     specdec_tokenizer *tok;
     specdec_ctx *ctx;
     specdec_drafter *mtp, *ngram, *dmodel;  /* drafters bound to ctx; NULL when unavailable */
+    specdec_drafter *hybrid;                /* "mtp+ngram": with mtp, NULL without */
     specdec_model_info info;
     int n_ctx;
     srv_template_kind tpl;
@@ -204,6 +205,13 @@ typedef struct srv_server {
     bool worker_started;
     srv_metrics metrics;
 } srv_server;
+
+/* The drafter of a resolved choice (SRV_DRAFT_AUTO already replaced), NULL for none or when this
+ * server lacks it. */
+static inline specdec_drafter *srv_drafter_of(const srv_server *s, int dk) {
+    return dk == SRV_DRAFT_MTP ? s->mtp : dk == SRV_DRAFT_NGRAM ? s->ngram : dk == SRV_DRAFT_MODEL ? s->dmodel
+         : dk == SRV_DRAFT_HYBRID ? s->hybrid : NULL;
+}
 
 /* The one place generation happens (classic or speculative). Runs on the worker thread. */
 void server_generate(srv_server *s, srv_job *j);

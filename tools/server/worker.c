@@ -365,8 +365,7 @@ void server_generate(srv_server *s, srv_job *j) {
      * exactness probe fails (fail closed); the stats say which happened. */
     int dk = r->draft == SRV_DRAFT_AUTO ? s->default_draft : r->draft;
     if (dk == SRV_DRAFT_AUTO) dk = s->mtp ? SRV_DRAFT_MTP : SRV_DRAFT_NONE;
-    specdec_drafter *d = dk == SRV_DRAFT_MTP ? s->mtp : dk == SRV_DRAFT_NGRAM ? s->ngram
-                       : dk == SRV_DRAFT_MODEL ? s->dmodel : NULL;
+    specdec_drafter *d = srv_drafter_of(s, dk);
     specdec_spec_params sp = specdec_spec_default_params();
     sp.block_size = r->block_size;
     sp.sampling = r->rejection ? SPECDEC_SPEC_REJECTION : SPECDEC_SPEC_SEEDED;   /* default from the library */
