@@ -43,6 +43,8 @@ static int compare(specdec_ctx *c, specdec_drafter *d, const int32_t *prompt, in
           gs.stop_reason, ss.gen.stop_reason, first_diff(ref, nref, out, nout));
     if (gp->max_tokens > 1)   /* with a budget of 0 or 1 no round runs, and no probe */
         CHECK(ss.speculated && ss.probe == 1, "%s K=%d: speculation did not run (probe %d: %s)", what, K, ss.probe, ss.note);
+    CHECK(ss.lookup_rounds >= 0 && ss.lookup_rounds <= ss.rounds, "%s K=%d: %lld lookup rounds of %lld", what, K,
+          (long long)ss.lookup_rounds, (long long)ss.rounds);
     if (acc) {
         acc->drafted += ss.drafted; acc->accepted += ss.accepted; acc->rounds += ss.rounds;
         acc->lookup_rounds += ss.lookup_rounds;

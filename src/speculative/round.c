@@ -375,6 +375,12 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
 
     bool spec_on = d != NULL;
     if (st == SPECDEC_OK && !stopped && d) st = sd_spec_probe_cached(c, d, sp, r.kmax, &s, &spec_on, err);
+    int64_t lookup0 = 0;   /* the probe's drafts are not the generation's rounds */
+    if (d && d->vt->profile) {
+        sd_drafter_prof pp;
+        d->vt->profile(d, &pp);
+        lookup0 = pp.lookup_rounds;
+    }
     s.speculated = spec_on;
     sd_auto dummy_au, *au = &dummy_au;
     sd_auto_init(au);
@@ -510,7 +516,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
     if (d && d->vt->profile) {
         sd_drafter_prof p1;
         d->vt->profile(d, &p1);
-        s.lookup_rounds = p1.lookup_rounds - prof0.lookup_rounds;
+        s.lookup_rounds = p1.lookup_rounds - lookup0;
         if (sp->profile) sd_spec_stats_profile(&s, &prof0, &p1, clock_ms);
     }
     if (d) d->profile = false;
