@@ -195,11 +195,14 @@ SD_AINLINE void tree8_store(const __m256 *v, float *y, int nk) {
 SD_AINLINE void attn_body(const float *q, const void *k, const void *v, size_t stride, const int hd,
                           const sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
     const int nch = (hd + 7) / 8;
+    const size_t es = dt == SD_KV_F32 ? 4 : 2;   /* the KV cache's prefetch: ops_simd.h */
+    for (int j = 0; j < n && j < SD_ATT_PF; j++) sd_prefetch_bytes(k, (size_t)j * stride * es, (size_t)hd * es);
     for (int j0 = 0; j0 < n; j0 += 8) {
         const int nk = n - j0 < 8 ? n - j0 : 8;
         __m256 dv[8];
         for (int i = 0; i < nk; i++) {
             const size_t kj = (size_t)(j0 + i) * stride;
+            if (j0 + i + SD_ATT_PF < n) sd_prefetch_bytes(k, (kj + (size_t)SD_ATT_PF * stride) * es, (size_t)hd * es);
             __m256 d0 = _mm256_setzero_ps(), d1 = _mm256_setzero_ps();
             for (int c = 0; c < nch; c++) {
                 int rem = hd - c * 8;
@@ -214,6 +217,7 @@ SD_AINLINE void attn_body(const float *q, const void *k, const void *v, size_t s
         tree8_store(dv, sc + j0, nk);
         for (int i = 0; i < nk; i++) sc[j0 + i] *= scale;
     }
+    for (int j = 0; j < n && j < SD_ATT_PF; j++) sd_prefetch_bytes(v, (size_t)j * stride * es, (size_t)hd * es);
     float mx = -INFINITY;
     for (int j = 0; j < n; j++)
         if (sc[j] > mx) mx = sc[j];
@@ -225,6 +229,10 @@ SD_AINLINE void attn_body(const float *q, const void *k, const void *v, size_t s
 #pragma GCC unroll 8
         for (int c = 0; c < HD_CH; c++) acc[c] = _mm256_setzero_ps();
         for (int j = 0; j < n; j++) {
+            if (j + SD_ATT_PF < n) {   /* this pass's dims of the row ahead */
+                const int nd = cn * 8 < hd - c0 * 8 ? cn * 8 : hd - c0 * 8;
+                sd_prefetch_bytes(v, ((size_t)(j + SD_ATT_PF) * stride + (size_t)c0 * 8) * es, (size_t)nd * es);
+            }
             __m256 pj = _mm256_set1_ps(sc[j]);
 #pragma GCC unroll 8
             for (int c = 0; c < HD_CH; c++)

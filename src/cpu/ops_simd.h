@@ -18,6 +18,18 @@
 #define SD_AINLINE static inline
 #endif
 
+/* The attention kernels' prefetch of the KV cache. A kv head's rows are a whole cache row apart
+ * (all kv heads' entries of a position lie together), a stride the hardware prefetchers follow
+ * poorly; where the cache is not in the CPU's caches (a model whose weights stream from DRAM
+ * evicts it every step) each row's lines were a round trip. So the kernels ask for the row
+ * SD_ATT_PF rows ahead while reading one (the 1.7B shape's decode 1.015-1.02x, the embedded
+ * pair's MTP 1.03x; docs/benchmarks/cpu-mtp-ngram-xeon-2026-12-05.md). */
+#define SD_ATT_PF 8
+SD_AINLINE void sd_prefetch_bytes(const void *base, size_t off, size_t bytes) {
+    const char *p = (const char *)base + off;
+    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 3);
+}
+
 /* One f16 as f32: F16C where the file is built with it, else the (exact, same-valued) software one. */
 #if defined(__F16C__)
 #define SD_F16_F32(h) _cvtsh_ss(h)
