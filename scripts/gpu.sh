@@ -148,7 +148,9 @@ fi
 if has sanitize; then   # the object's test, and one case of each kernel family (SPECDEC_TEST_QUICK=1)
   for t in test_cuda test_cuda_kernels; do
     for tool in memcheck racecheck; do
-      if SPECDEC_TEST_QUICK=1 run_to 300 "$OUT/sanitize_${t}_$tool.log" compute-sanitizer --tool $tool --error-exitcode 99 build-gpu/$t; then
+      # API errors are not reported: test_cuda asks for more memory than the device has on purpose
+      if SPECDEC_TEST_QUICK=1 run_to 300 "$OUT/sanitize_${t}_$tool.log" compute-sanitizer --tool $tool --report-api-errors no \
+          --error-exitcode 99 build-gpu/$t; then
         log "compute-sanitizer $tool $t: clean ($(grep -m1 'ERROR SUMMARY' "$OUT/sanitize_${t}_$tool.log"))"
       else log "compute-sanitizer $tool $t: see sanitize_${t}_$tool.log ($(grep -m1 -E 'ERROR SUMMARY|error|not supported' "$OUT/sanitize_${t}_$tool.log"))"; fi
     done

@@ -558,6 +558,9 @@ static void test_attention(int nh, int nkv, int hd, sd_kv_dtype_e dt, int pos0) 
     float *dq = dput(q, sizeof(float) * TMAX * qn), *dout = dput(NULL, sizeof(float) * TMAX * qn);
     int32_t *dp = dint(pos0);
     char what[96];
+#ifdef SPECDEC_HAVE_CUDA
+    sd_cuda_attention_kernel(0);   /* the split kernel first; the staged one is checked against it below */
+#endif
     snprintf(what, sizeof what, "attention %d/%d heads, hd %d, kv dtype %d, at %d", nh, nkv, hd, (int)dt, pos0);
 
     CHECK_OP(R, R->i->attention(R, &s, &hkv, q, ref, TMAX, (sd_pos){&pos0, 0}), "reference attention");
@@ -596,7 +599,7 @@ static void test_attention(int nh, int nkv, int hd, sd_kv_dtype_e dt, int pos0) 
         CHECK(same_bits(o, one, sizeof(float) * TMAX * qn), "%s: the staged kernel differs from the split kernel (pass %d)",
               what, pass);
     }
-    sd_cuda_attention_kernel(0);
+    sd_cuda_attention_kernel(1);   /* back to the default */
 #endif
     dfree(dkv.k); dfree(dkv.v); dfree(dq); dfree(dout); dfree(dp);
     free(k); free(v); free(tmp); free(q); free(o); free(ref); free(one);

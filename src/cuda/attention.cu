@@ -158,7 +158,10 @@ extern "C" size_t sdc_attn_scratch_floats(int T, int nh, int hd) {
     return (size_t)(T > 0 ? T : 1) * (size_t)nh * SDC_ATTN_SPLITS * ((size_t)hd + 2);
 }
 
-static int g_staged = 0;   /* sd_cuda_attention_kernel */
+/* sd_cuda_attention_kernel; the staged kernel by default: an H100 measured it 1.3-2.1x faster at
+ * 128-8192 keys (bench_cuda) and the 8B shape's classic decode 1.035x, MTP 0.997x, text identical
+ * (docs/benchmarks/cuda-h100-2026-12-05.md); compute-sanitizer memcheck and racecheck clean */
+static int g_staged = 1;
 
 extern "C" void sd_cuda_attention_kernel(int staged) { g_staged = staged != 0; }
 

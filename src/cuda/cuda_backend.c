@@ -575,9 +575,10 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
      * decode 1.05x (8B shape) and 1.11x (embedded pair), speculative 0.97-1.11x, text identical */
     const char *pdl = getenv("SPECDEC_CUDA_PDL");
     c->dev.pdl = !(pdl && pdl[0] == '0' && !pdl[1]);
-    /* kernels not yet measured on a device, chosen by hand until they are: the weight-streaming
-     * matmul (SPECDEC_CUDA_STREAM=1) and the staged attention (SPECDEC_CUDA_ATTN=staged); "0"
-     * and "split" choose the defaults (for A/B runs of one binary) */
+    /* kernel choices for A/B runs of one binary: the weight-streaming matmul (SPECDEC_CUDA_STREAM=1;
+     * off by default: an H100 measured a decode step's matmuls 1.11x slower with it, the 8B
+     * shape's MTP 0.92x) and the attention kernel (SPECDEC_CUDA_ATTN=split | staged; staged by
+     * default, docs/benchmarks/cuda-h100-2026-12-05.md) */
     const char *stv = getenv("SPECDEC_CUDA_STREAM"), *atv = getenv("SPECDEC_CUDA_ATTN");
     if (stv && (!strcmp(stv, "1") || !strcmp(stv, "0"))) sd_cuda_matmul_kernels(stv[0] == '1' ? SD_CUDA_MM_STREAM : SD_CUDA_MM_GEMV);
     if (atv && (!strcmp(atv, "staged") || !strcmp(atv, "split"))) sd_cuda_attention_kernel(atv[1] == 't');

@@ -26,8 +26,8 @@ void sd_cuda_matmul_kernels(int which);
 /* Tests: at most `blocks` blocks and `stages` stages (0: no cap) for the streaming kernel, so
  * small matrices take it through several tiles per block and reuse its stages. */
 void sd_cuda_matmul_stream_cap(int blocks, int stages);
-/* Which attention kernel every attention op of the process takes: 0 (the default) attention.cu's
- * split kernel and its combine, 1 attn_staged.cu's (SPECDEC_CUDA_ATTN=staged at backend
+/* Which attention kernel every attention op of the process takes: 1 (the default) attn_staged.cu's,
+ * 0 attention.cu's split kernel and its combine (SPECDEC_CUDA_ATTN=split or =staged at backend
  * creation sets it). The same bits either way. */
 void sd_cuda_attention_kernel(int staged);
 

@@ -35,16 +35,20 @@ static inline int sdc_mm_stage_bytes(int fmt) {
 }
 static inline int sdc_mm_quant(int fmt) { return fmt >= SDC_MM_Q4 && fmt < SDC_MM_NFMT; }
 static inline int sdc_mm_i8(int fmt) { return fmt == SDC_MM_Q4I || fmt == SDC_MM_Q8I; }
-/* ncp for a row of cols columns, and the scratch bytes of xq and xsd for T tokens */
+/* ncp for a row of cols columns, and the scratch bytes of xq and xsd for T tokens. The bytes
+ * cover T rounded up to 8: gemv.cu's kernel reads its token tile (up to 8 rows) whole from the
+ * prepared rows, the rows past T included (their sums are never stored); sized for T alone, a
+ * call of 3 tokens read a fourth row past the scratch (compute-sanitizer memcheck, H100). */
 static inline int sdc_mm_ncp(int fmt, int cols) {
     const int e = sdc_mm_chunk_cols(fmt);
     return ((cols + e - 1) / e + 31) & ~31;
 }
+static inline size_t sdc_mm_i8_rows(int T) { return ((size_t)(T > 0 ? T : 1) + 7u) & ~(size_t)7u; }
 static inline size_t sdc_mm_i8_xq_bytes(int fmt, int cols, int T) {
-    return (size_t)T * (size_t)sdc_mm_ncp(fmt, cols) * (fmt == SDC_MM_Q4I ? 32u : 16u);
+    return sdc_mm_i8_rows(T) * (size_t)sdc_mm_ncp(fmt, cols) * (fmt == SDC_MM_Q4I ? 32u : 16u);
 }
 static inline size_t sdc_mm_i8_xsd_bytes(int fmt, int cols, int T) {
-    return (size_t)T * (size_t)sdc_mm_ncp(fmt, cols) * 8u;
+    return sdc_mm_i8_rows(T) * (size_t)sdc_mm_ncp(fmt, cols) * 8u;
 }
 
 #define SDC_MM_SEGS 3   /* outputs of one sdc_matmul launch at most */
