@@ -34,9 +34,11 @@
 #             (bench/ab_binaries.sh; AB_MODELS, default the inflated 8B shape then the embedded pair;
 #             AB_KINDS, default "old pdl": "kernels" adds, in one binary, the weight-streaming matmul
 #             and the staged attention (SPECDEC_CUDA_STREAM=1 SPECDEC_CUDA_ATTN=staged) against the
-#             default kernels; "kv" the KV cache at bf16 against f32, 512 tokens). Those two
-#             variables, exported before gpu.sh, put every other phase (test aside: it runs both
-#             kernels itself) on the new kernels.
+#             gemv matmul and the split attention (the staged attention is the default since
+#             docs/benchmarks/cuda-h100-2026-12-05.md; the streaming matmul is not); "attn" the
+#             staged attention alone against the split one; "kv" the KV cache at bf16 against f32,
+#             512 tokens). Those two variables, exported before gpu.sh, put every other phase (test
+#             aside: it runs both kernels itself) on the kernels they name.
 #             The archive, made where git is, in a folder .git/info/exclude ignores, carried:
 #               git archive C CMakeLists.txt src include tools bench tests ':(exclude)tests/fixtures' \
 #                 ':(exclude)tests/data' ':(exclude)tools/train/results' | xz -1 > .old/src-C.tar.xz
@@ -213,6 +215,11 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
         OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
         run_to 500 "$OUT/ab_kernels_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
       log "streaming matmul + staged attention / defaults $tag: $(grep '^| p' "$OUT/ab_kernels_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+    fi
+    if [[ $kinds == *" attn "* ]]; then
+      OLD_ENV="SPECDEC_CUDA_ATTN=split" NEW_ENV="SPECDEC_CUDA_ATTN=staged" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
+        run_to 500 "$OUT/ab_attn_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
+      log "staged / split attention $tag: $(grep '^| p' "$OUT/ab_attn_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     fi
     if [[ $kinds == *" kv "* ]]; then   # the KV cache dtype on the GPU (the CPU's int8 path defaults to bf16)
       OLD_ARGS="--backend cuda --kv-dtype f32" NEW_ARGS="--backend cuda --kv-dtype bf16" TEXT_MAY_DIFFER=1 \
