@@ -195,8 +195,8 @@ SD_AINLINE void tree8_store(const __m256 *v, float *y, int nk) {
 SD_AINLINE void attn_body(const float *q, const void *k, const void *v, size_t stride, const int hd,
                           const sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
     const int nch = (hd + 7) / 8;
-    const size_t es = dt == SD_KV_F32 ? 4 : 2;   /* the KV cache's prefetch: ops_simd.h */
-    for (int j = 0; j < n && j < SD_ATT_PF; j++) sd_prefetch_bytes(k, (size_t)j * stride * es, (size_t)hd * es);
+    const size_t es = sd_kv_elem_size(dt);   /* the KV cache's prefetch: ops_simd.h */
+    sd_prefetch_first_rows(k, n, stride * es, (size_t)hd * es);
     for (int j0 = 0; j0 < n; j0 += 8) {
         const int nk = n - j0 < 8 ? n - j0 : 8;
         __m256 dv[8];
@@ -217,7 +217,7 @@ SD_AINLINE void attn_body(const float *q, const void *k, const void *v, size_t s
         tree8_store(dv, sc + j0, nk);
         for (int i = 0; i < nk; i++) sc[j0 + i] *= scale;
     }
-    for (int j = 0; j < n && j < SD_ATT_PF; j++) sd_prefetch_bytes(v, (size_t)j * stride * es, (size_t)hd * es);
+    sd_prefetch_first_rows(v, n, stride * es, (size_t)hd * es);
     float mx = -INFINITY;
     for (int j = 0; j < n; j++)
         if (sc[j] > mx) mx = sc[j];

@@ -362,7 +362,7 @@ SD_AINLINE void grp_scores(const float *q, const void *k, size_t stride, const i
                            int n, float scale, float *sc, size_t ss, const int HG) {
     const int nch = (hd + 15) / 16;
     const __m512 sv = _mm512_set1_ps(scale);
-    const size_t es = dt == SD_KV_F32 ? 4 : 2;
+    const size_t es = sd_kv_elem_size(dt);
     for (int j0 = 0; j0 < n; j0 += 16) {
         const int nk = n - j0 < 16 ? n - j0 : 16;
         __m512 dv[4][16];
@@ -404,7 +404,7 @@ SD_AINLINE void grp_pv(const void *v, size_t stride, const sd_kv_dtype_e dt, int
         mk[c] = c >= CN ? (__mmask16)0 : rem >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << rem) - 1u);
         for (int h = 0; h < 3; h++) acc[h][c] = _mm512_setzero_ps();
     }
-    const size_t es = dt == SD_KV_F32 ? 4 : 2;
+    const size_t es = sd_kv_elem_size(dt);
     for (int j = 0; j < n; j++) {
         if (j + SD_ATT_PF < n) {   /* this pass's dims of the row ahead */
             const int nd = CN * 16 < hd - c0 * 16 ? CN * 16 : hd - c0 * 16;
@@ -429,8 +429,8 @@ SD_AINLINE void grp_pv(const void *v, size_t stride, const sd_kv_dtype_e dt, int
 SD_AINLINE void grp_body(const float *q, int g, const void *k, const void *v, size_t stride, const int hd,
                          const sd_kv_dtype_e dt, int n, float scale, float *sc, size_t ss, float *out) {
     const int nch = (hd + 15) / 16;
-    const size_t es = dt == SD_KV_F32 ? 4 : 2;
-    for (int j = 0; j < n && j < SD_ATT_PF; j++) sd_prefetch_bytes(k, (size_t)j * stride * es, (size_t)hd * es);
+    const size_t es = sd_kv_elem_size(dt);
+    sd_prefetch_first_rows(k, n, stride * es, (size_t)hd * es);
     for (int h0 = 0; h0 < g; h0 += 4) {   /* scores: up to 4 heads per pass over K */
         const float *qh = q + (size_t)h0 * hd;
         float *sh = sc + (size_t)h0 * ss;
@@ -441,7 +441,7 @@ SD_AINLINE void grp_body(const float *q, int g, const void *k, const void *v, si
         default: grp_scores(qh, k, stride, hd, dt, n, scale, sh, ss, 1); break;
         }
     }
-    for (int j = 0; j < n && j < SD_ATT_PF; j++) sd_prefetch_bytes(v, (size_t)j * stride * es, (size_t)hd * es);   /* during the softmax */
+    sd_prefetch_first_rows(v, n, stride * es, (size_t)hd * es);   /* during the softmax */
     float inv[64];
     for (int h = 0; h < g; h++) {
         float *sh = sc + (size_t)h * ss, mx = -INFINITY;

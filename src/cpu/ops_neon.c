@@ -176,9 +176,9 @@ SD_AINLINE float32x4_t kv4(sd_kv_dtype_e dt, const void *base, size_t e, int n) 
 static void attn_one(const float *q, const void *k, const void *v, size_t stride, int hd,
                      sd_kv_dtype_e dt, int n, float scale, float *sc, float *out) {
     const int nch = (hd + 3) / 4;
-    const size_t es = dt == SD_KV_F32 ? 4 : 2;   /* the KV cache's prefetch: ops_simd.h */
+    const size_t es = sd_kv_elem_size(dt);   /* the KV cache's prefetch: ops_simd.h */
     float mx = -INFINITY;
-    for (int j = 0; j < n && j < SD_ATT_PF; j++) sd_prefetch_bytes(k, (size_t)j * stride * es, (size_t)hd * es);
+    sd_prefetch_first_rows(k, n, stride * es, (size_t)hd * es);
     /* scores: q . k_j, 4-wide chunk c into accumulator c % 4 */
     for (int j = 0; j < n; j++) {
         if (j + SD_ATT_PF < n) sd_prefetch_bytes(k, (size_t)(j + SD_ATT_PF) * stride * es, (size_t)hd * es);
@@ -193,7 +193,7 @@ static void attn_one(const float *q, const void *k, const void *v, size_t stride
         sc[j] = s;
         if (s > mx) mx = s;
     }
-    for (int j = 0; j < n && j < SD_ATT_PF; j++) sd_prefetch_bytes(v, (size_t)j * stride * es, (size_t)hd * es);
+    sd_prefetch_first_rows(v, n, stride * es, (size_t)hd * es);
     float sum = sd_softmax_exp(sc, n, mx);
     float inv = 1.0f / sum;
     /* out = (sum_j p_j v_j) * inv, keys in order, HD_CH chunks of the output at a time */

@@ -29,6 +29,10 @@ SD_AINLINE void sd_prefetch_bytes(const void *base, size_t off, size_t bytes) {
     const char *p = (const char *)base + off;
     for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, 0, 3);
 }
+/* The first SD_ATT_PF of n rows (row_bytes each, stride bytes apart), before a pass over them. */
+SD_AINLINE void sd_prefetch_first_rows(const void *base, int n, size_t stride, size_t row_bytes) {
+    for (int j = 0; j < n && j < SD_ATT_PF; j++) sd_prefetch_bytes(base, (size_t)j * stride, row_bytes);
+}
 
 /* One f16 as f32: F16C where the file is built with it, else the (exact, same-valued) software one. */
 #if defined(__F16C__)

@@ -300,7 +300,8 @@ specdec_status sd_drafter_mtp_new(const specdec_model *target, specdec_drafter *
 
 specdec_status specdec_drafter_set_draft_vocab(specdec_drafter *d, const char *path, int n, specdec_err *err) {
     if (!d) return sd_fail(err, SPECDEC_ERR_INVALID_ARG, "specdec_drafter_set_draft_vocab: NULL drafter");
-    if (sd_drafter_hybrid_mtp(d)) return specdec_drafter_set_draft_vocab(sd_drafter_hybrid_mtp(d), path, n, err);
+    specdec_drafter *part = sd_drafter_hybrid_mtp(d);   /* mtp+ngram: its module's vocabulary */
+    if (part) return specdec_drafter_set_draft_vocab(part, path, n, err);
     if (d->vt != &mtp_vt)
         return sd_fail(err, SPECDEC_ERR_UNSUPPORTED, "a reduced draft vocabulary needs the mtp drafter (this one is %s)",
                        specdec_drafter_name(d));
@@ -318,7 +319,8 @@ specdec_status specdec_drafter_set_draft_vocab(specdec_drafter *d, const char *p
 }
 
 int specdec_drafter_draft_vocab_size(const specdec_drafter *d) {
-    if (sd_drafter_hybrid_mtp(d)) return specdec_drafter_draft_vocab_size(sd_drafter_hybrid_mtp(d));
+    const specdec_drafter *part = sd_drafter_hybrid_mtp(d);
+    if (part) return specdec_drafter_draft_vocab_size(part);
     if (!d || d->vt != &mtp_vt || !d->impl) return 0;
     return ((const mtp *)d->impl)->dv.n;
 }
