@@ -485,23 +485,25 @@ static void check_invariance(void) {
 }
 
 /* --profile: a few representative launches, each once after a warm-up, for a profiler (ncu -k ...)
- * to read the hardware counters of: the 8B shape's q, k and down matrices and the LM head at 4-bit
+ * to read the hardware counters of: the 8B shape's q, k, down and joined gate/up matrices and the LM head at 4-bit
  * (T = 1 and 4) at precision f32 and int8, the fused LM head, attention at 4096 keys. Prints nothing but what ran. */
 static void profile_run(void) {
-    static const int dims[][2] = {{4096, 4096}, {1024, 4096}, {4096, 12288}, {VOCAB, 4096}};
+    enum { ND = 5 };
+    static const int dims[ND][2] = {{4096, 4096}, {1024, 4096}, {4096, 12288}, {24576, 4096}, {VOCAB, 4096}};
     float *x = drandom((size_t)4 * 12288, 1.0f), *y = dalloc((size_t)4 * VOCAB * sizeof(float));
     int32_t *out = dalloc(64);
-    for (int d = 0; d < 8; d++) {   /* 0..3 precision f32, 4..7 int8 */
-        sd_cuda_set_int8(G, d >= 4);
-        sd_mat w = make_mat(dims[d & 3][0], dims[d & 3][1], &FMTS[0]);
+    for (int i = 0; i < 2 * ND; i++) {   /* 0..ND-1 precision f32, then int8 */
+        const int d = i % ND;
+        sd_cuda_set_int8(G, i >= ND);
+        sd_mat w = make_mat(dims[d][0], dims[d][1], &FMTS[0]);
         for (int T = 1; T <= 4; T += 3)
             for (int rep = 0; rep < 2; rep++)
-                if (G->i->matmul(G, &w, x, dims[d & 3][1], y, dims[d & 3][0], T) != SPECDEC_OK) die("matmul", G->err.msg);
-        if ((d & 3) == 3)
+                if (G->i->matmul(G, &w, x, dims[d][1], y, dims[d][0], T) != SPECDEC_OK) die("matmul", G->err.msg);
+        if (d == ND - 1)
             for (int rep = 0; rep < 2; rep++)
                 if (G->i->lm_argmax(G, &w, x, 4096, 1, NULL, out) != SPECDEC_OK) die("lm_argmax", G->err.msg);
-        printf("profile: matmul %d x %d q4g64%s T = 1, 4%s\n", dims[d & 3][0], dims[d & 3][1], d >= 4 ? " int8" : "",
-               (d & 3) == 3 ? ", lm_argmax T = 1" : "");
+        printf("profile: matmul %d x %d q4g64%s T = 1, 4%s\n", dims[d][0], dims[d][1], i >= ND ? " int8" : "",
+               d == ND - 1 ? ", lm_argmax T = 1" : "");
         free_mat(&w);
     }
     sd_cuda_set_int8(G, 0);
