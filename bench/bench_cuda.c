@@ -13,10 +13,11 @@
  *   - matmul per model shape (embedded pair, Qwen3 1.7B / 8B / 32B) and matrix (q, k = v, o,
  *     gate = up, down, LM head 151936 x H), for 4-bit g64, 8-bit g64 (bf16 scales) and bf16, at
  *     T = 1, 2, 4, 8, 16, 32, 64: median us (min-max) per call, GB/s, floor ratio, time / T=1;
- *     for T <= 8 both arms, the default pick and the streaming kernel (stream.cu), recorded
- *     once each and their replays alternated, 15 of each; then per model and format the matmul
- *     time of one decode step (all layers + LM head, T = 1) against its floor, both arms;
- *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and with the streaming kernel;
+ *     for T <= 8 both arms, the default pick and the second arm (--arm-b: generic, the picks
+ *     without gemv_i4.cu's kernel, by default; stream, the streaming kernel of stream.cu),
+ *     recorded once each and their replays alternated, 15 of each; then per model and format
+ *     the matmul time of one decode step (all layers + LM head, T = 1) against its floor, both arms;
+ *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and on the second arm;
  *   - attention (8B shape, bf16 KV) at 128..8192 keys, T = 1 and 4, against the KV bytes, the
  *     split kernel (attention.cu) and the staged one (attn_staged.cu);
  *   - the cost of one launch, eager and inside a replayed recording;
@@ -244,17 +245,22 @@ static const shape SHAPES[] = {
 };
 
 
-/* Both arms of one (matrix, T): the default pick (gemv.cu's or the tiled kernel:
- * sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV)) and the streaming kernel where it applies
- * (SD_CUDA_MM_STREAM, stream.cu), each recorded once under its setting (the recording's
- * first launch is the warm-up), then SAMPLES replays of each, alternating A B A B ..., so load
- * and clocks fall on both alike; median, min and max per arm. */
-static void time_arms(mm_ctx *c, int k, timing *before, timing *dflt) {
+/* The second arm of the matmul tables (--arm-b): the generic picks, without gemv_i4.cu's kernel
+ * (SD_CUDA_MM_GENERIC, the default), or the streaming kernel where it applies (SD_CUDA_MM_STREAM). */
+static int arm_b = SD_CUDA_MM_GENERIC;
+static const char *arm_b_name(void) { return arm_b == SD_CUDA_MM_STREAM ? "streaming" : "generic"; }
+
+/* Both arms of one (matrix, T): the default pick (sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV)) and
+ * arm_b, each recorded once under its setting (the recording's first launch is the warm-up),
+ * then SAMPLES replays of each, alternating A B A B ..., so load and clocks fall on both alike;
+ * median, min and max per arm. */
+static void time_arms(mm_ctx *c, int k, timing *dflt, timing *other) {
     batch a = {issue_mm, c, k, next_key++}, b = {issue_mm, c, k, next_key++};
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
     run_batch(&a);
-    sd_cuda_matmul_kernels(SD_CUDA_MM_STREAM);
+    sd_cuda_matmul_kernels(arm_b);
     run_batch(&b);
+    sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
     double va[SAMPLES], vb[SAMPLES];
     for (int s = 0; s < SAMPLES; s++) {
         va[s] = time_once(run_batch, &a, k);
@@ -263,8 +269,8 @@ static void time_arms(mm_ctx *c, int k, timing *before, timing *dflt) {
     if (G->i->sync(G, &E) != SPECDEC_OK) die("sync", E.msg);
     qsort(va, SAMPLES, sizeof va[0], cmpd);
     qsort(vb, SAMPLES, sizeof vb[0], cmpd);
-    *before = (timing){va[SAMPLES / 2], va[0], va[SAMPLES - 1]};
-    *dflt = (timing){vb[SAMPLES / 2], vb[0], vb[SAMPLES - 1]};
+    *dflt = (timing){va[SAMPLES / 2], va[0], va[SAMPLES - 1]};
+    *other = (timing){vb[SAMPLES / 2], vb[0], vb[SAMPLES - 1]};
 }
 
 static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
@@ -274,8 +280,8 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
     const int per_layer[6] = {1, 2, 1, 2, 1, 0};
     double step_t = 0, step_old = 0, step_floor = 0;
     sd_cuda_set_int8(G, f->int8);
-    printf("| %s %s | rows x cols | MB | T | default us median (min-max) | streaming us median (min-max) | GB/s | x floor | x T=1 | "
-           "default / streaming |\n", sh->name, f->name);
+    printf("| %s %s | rows x cols | MB | T | default us median (min-max) | %s us median (min-max) | GB/s | x floor | x T=1 | "
+           "%s / default |\n", sh->name, f->name, arm_b_name(), arm_b_name());
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
     float *x = drandom((size_t)64 * 25600, 1.0f), *y = dalloc((size_t)64 * VOCAB * sizeof(float));
     for (int m = 0; m < 6; m++) {
@@ -289,15 +295,15 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
         double t1 = 0;
         for (int k = 0; k < nT; k++) {
             mm_ctx c = {w, ncopy, x, y, Ts[k], 0, NULL};
-            timing t, to = {0, 0, 0};
-            if (Ts[k] <= 8) time_arms(&c, ncopy < 8 ? 8 : ncopy, &to, &t);
+            timing t, to = {0, 0, 0};   /* the default pick; arm_b */
+            if (Ts[k] <= 8) time_arms(&c, ncopy < 8 ? 8 : ncopy, &t, &to);
             else t = time_seq(issue_mm, &c, ncopy < 8 ? 8 : ncopy);   /* one kernel for both: the tiled one (T > 8) */
             if (Ts[k] == 1) t1 = t.med;
             const double floor = bytes / bw;
             char old[64] = "same kernel";
             if (to.med > 0) snprintf(old, sizeof old, "%.1f (%.1f-%.1f)", 1e6 * to.med, 1e6 * to.mn, 1e6 * to.mx);
-            printf("| %s | %d x %d | %.1f | %d | %s | %.1f (%.1f-%.1f) | %.0f | %.2f | %s%.2f | %.2f |\n", mname[m], rows[m],
-                   cols[m], bytes * 1e-6, Ts[k], old, 1e6 * t.med, 1e6 * t.mn, 1e6 * t.mx, 1e-9 * bytes / t.med,
+            printf("| %s | %d x %d | %.1f | %d | %.1f (%.1f-%.1f) | %s | %.0f | %.2f | %s%.2f | %.2f |\n", mname[m], rows[m],
+                   cols[m], bytes * 1e-6, Ts[k], 1e6 * t.med, 1e6 * t.mn, 1e6 * t.mx, old, 1e-9 * bytes / t.med,
                    t.med / floor, t1 > 0 ? "" : "-", t1 > 0 ? t.med / t1 : 0.0, to.med > 0 ? to.med / t.med : 1.0);
             if (Ts[k] == 1) {
                 const int times = m == 5 ? 1 : per_layer[m] * sh->layers;
@@ -309,9 +315,9 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
         for (int c = 0; c < ncopy; c++) free_mat(&w[c]);
         free(w);
     }
-    printf("\n%s %s: matmuls of one decode step (T = 1, %d layers + LM head): streaming %.3f ms (default pick %.3f ms), "
-           "floor %.3f ms, x %.2f (default x %.2f)\n\n", sh->name, f->name, sh->layers, 1e3 * step_t, 1e3 * step_old,
-           1e3 * step_floor, step_t / step_floor, step_old / step_floor);
+    printf("\n%s %s: matmuls of one decode step (T = 1, %d layers + LM head): default pick %.3f ms, %s %.3f ms, "
+           "floor %.3f ms, x %.2f (%s x %.2f)\n\n", sh->name, f->name, sh->layers, 1e3 * step_t, arm_b_name(),
+           1e3 * step_old, 1e3 * step_floor, step_t / step_floor, arm_b_name(), step_old / step_floor);
     sd_cuda_set_int8(G, 0);
     G->i->release(G, x);
     G->i->release(G, y);
@@ -320,8 +326,8 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
 /* ---- the fused LM head ---- */
 
 static void bench_lm_argmax(void) {
-    printf("| LM head %d x 4096 | T | matmul + argmax us | lm_argmax us | ratio | lm_argmax, default pick us |\n"
-           "|---|---|---|---|---|---|\n", VOCAB);
+    printf("| LM head %d x 4096 | T | matmul + argmax us | lm_argmax us | ratio | lm_argmax, %s us |\n"
+           "|---|---|---|---|---|---|\n", VOCAB, arm_b_name());
     float *x = drandom((size_t)4 * 4096, 1.0f), *y = dalloc((size_t)4 * VOCAB * sizeof(float));
     int32_t *out = dalloc(64);
     const int fl[] = {0, 3, 2};   /* q4 f32, q4 int8, bf16 */
@@ -332,7 +338,7 @@ static void bench_lm_argmax(void) {
         for (int T = 1; T <= 4; T += 3) {
             mm_ctx a = {&w, 1, x, y, T, 2, out}, b = {&w, 1, x, y, T, 1, out};
             timing ta = time_seq(issue_mm, &a, 4), to, tb;
-            time_arms(&b, 4, &to, &tb);
+            time_arms(&b, 4, &tb, &to);   /* the default pick; arm_b */
             printf("| %s | %d | %.1f | %.1f | %.2f | %.1f |\n", FMTS[fi].name, T, 1e6 * ta.med, 1e6 * tb.med,
                    tb.med / ta.med, 1e6 * to.med);
         }
@@ -528,12 +534,15 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--profile")) profile = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) o.device = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--arm-b") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "generic") || !strcmp(argv[i + 1], "stream")))
+            arm_b = !strcmp(argv[++i], "stream") ? SD_CUDA_MM_STREAM : SD_CUDA_MM_GENERIC;
         else if (!strcmp(argv[i], "--matmul") && i + 1 < argc && nonly < 16 &&
                  sscanf(argv[i + 1], "%d:%d", &only[nonly][0], &only[nonly][1]) == 2 && only[nonly][0] >= 0 &&
                  only[nonly][0] < 4 && only[nonly][1] >= 0 && only[nonly][1] < NFMTS) {
             nonly++;
             i++;
-        } else die("usage", "bench_cuda [--quick | --profile | --matmul SHAPE:FORMAT ...] [--device N]");
+        } else die("usage", "bench_cuda [--quick | --profile | --matmul SHAPE:FORMAT ...] [--arm-b generic|stream] [--device N]");
     }
     if (sd_backend_create("cuda", &o, &G, &E) != SPECDEC_OK) die("cuda backend", E.msg);
     S = sd_cuda_stream(G);
@@ -543,7 +552,9 @@ int main(int argc, char **argv) {
         if (!fgets(load, sizeof load, la)) strcpy(load, "?\n");
         fclose(la);
     }
-    printf("# bench_cuda%s\n\ndevice: %s; load average: %s\n", quick ? " --quick" : "", G->i->kernels(G), load);
+    const char *gr = getenv("SPECDEC_CUDA_GI_ROWS");
+    printf("# bench_cuda%s\n\ndevice: %s; load average: %s; gemv_i4 rows a warp from T = 4: %s\n", quick ? " --quick" : "",
+           G->i->kernels(G), load, gr && (!strcmp(gr, "4") || !strcmp(gr, "2")) ? gr : "4 for LM heads, else 2");
     /* the fill pattern: valid bf16 values (scales, biases and dense weights stay finite) */
     uint16_t *h = malloc(PATTERN_BYTES);
     for (size_t i = 0; i < PATTERN_BYTES / 2; i++) h[i] = sd_f32_to_bf16(0.02f * rnorm());

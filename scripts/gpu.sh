@@ -37,7 +37,7 @@
 #             gemv matmul and the split attention (the staged attention is the default since
 #             docs/benchmarks/cuda-h100-2026-12-05.md; the streaming matmul is not); "attn" the
 #             staged attention alone against the split one; "kv" the KV cache at bf16 against f32,
-#             512 tokens). Those two variables, exported before gpu.sh, put every other phase (test
+#             512 tokens; "gi" gemv_i4.cu's matmul kernel against the generic picks, SPECDEC_CUDA_GI=0). Those two variables, exported before gpu.sh, put every other phase (test
 #             aside: it runs both kernels itself) on the kernels they name.
 #             The archive, made where git is, in a folder .git/info/exclude ignores, carried:
 #               git archive C CMakeLists.txt src include tools bench tests ':(exclude)tests/fixtures' \
@@ -160,11 +160,11 @@ if has sanitize; then   # the object's test, and one case of each kernel family 
 fi
 
 if has profile; then   # hardware counters of representative kernels (Nsight Compute; clocks left alone)
-  run_to 400 "$OUT/ncu.txt" ncu --clock-control none -k regex:'mm_kernel|gv_kernel|attn_split|best_finish' \
+  run_to 400 "$OUT/ncu.txt" ncu --clock-control none -k regex:'mm_kernel|gv_kernel|gi_kernel|attn_split|best_finish' \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section InstructionStats \
     --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     build-gpu/bench_cuda --profile
-  log "ncu: $(grep -c 'mm_kernel\|gv_kernel\|attn_split' "$OUT/ncu.txt") kernel reports"
+  log "ncu: $(grep -c 'mm_kernel\|gv_kernel\|gi_kernel\|attn_split' "$OUT/ncu.txt") kernel reports"
 fi
 
 if has e2e; then   # end to end on the embedded pair and the inflated 8B shape: ms/token, phases, launches
@@ -215,6 +215,11 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
         OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
         run_to 500 "$OUT/ab_kernels_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
       log "streaming matmul + staged attention / defaults $tag: $(grep '^| p' "$OUT/ab_kernels_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+    fi
+    if [[ $kinds == *" gi "* ]]; then   # gemv_i4.cu's kernel against the generic picks
+      OLD_ENV="SPECDEC_CUDA_GI=0" NEW_ENV="SPECDEC_CUDA_GI=1" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
+        run_to 500 "$OUT/ab_gi_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
+      log "gemv_i4 / generic matmuls $tag: $(grep '^| p' "$OUT/ab_gi_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     fi
     if [[ $kinds == *" attn "* ]]; then
       OLD_ENV="SPECDEC_CUDA_ATTN=split" NEW_ENV="SPECDEC_CUDA_ATTN=staged" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \

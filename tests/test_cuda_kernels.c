@@ -92,15 +92,18 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
         CHECK(diff == 0, "%s: %d of %d rows at T = %d differ from the row alone (batch invariance)", what, diff, T, T);
     }
-    /* every kernel gives the bits of the default pick above (gemv.cu's kernel for T <= 8 where
-     * x fits, else the tiled one): the streaming kernel (stream.cu) where it applies, the tiled
-     * kernel (matmul.cu) alone, and the streaming kernel on 3 blocks of 2 stages (several tiles
-     * a block, its stages reused); the switches exist only where the CUDA backend is built */
+    /* every kernel gives the bits of the default pick above (gemv_i4.cu's kernel where it
+     * applies, else gemv.cu's for T <= 8 where x fits, else the tiled one): the streaming kernel
+     * (stream.cu) where it applies, the tiled kernel (matmul.cu) alone, the streaming kernel on
+     * 3 blocks of 2 stages (several tiles a block, its stages reused), and the picks without
+     * gemv_i4.cu's kernel; the switches exist only where the CUDA backend is built */
 #ifdef SPECDEC_HAVE_CUDA
-    const char *kname[3] = {"the streaming kernel", "the tiled kernel", "the streaming kernel on 3 blocks"};
-    for (int m = 0; m < 3; m++) {
-        sd_cuda_matmul_kernels(m == 1 ? SD_CUDA_MM_TILED : SD_CUDA_MM_STREAM);
+    const char *kname[5] = {"the streaming kernel", "the tiled kernel", "the streaming kernel on 3 blocks",
+                            "the generic picks (without gemv_i4.cu's kernel)", "gemv_i4.cu's kernel on 4 rows a warp"};
+    for (int m = 0; m < 5; m++) {
+        sd_cuda_matmul_kernels(m == 1 ? SD_CUDA_MM_TILED : m == 3 ? SD_CUDA_MM_GENERIC : m == 4 ? SD_CUDA_MM_GEMV : SD_CUDA_MM_STREAM);
         if (m == 2) sd_cuda_matmul_stream_cap(3, 2);
+        sd_cuda_gi_rows(m == 4 ? 4 : 0);
         const int Tk[] = {1, 2, 4, 7, 8};
         for (size_t k = 0; k < sizeof Tk / sizeof Tk[0]; k++) {
             const int T = Tk[k];
@@ -113,6 +116,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         }
         sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
         sd_cuda_matmul_stream_cap(0, 0);
+        sd_cuda_gi_rows(0);
     }
 #endif
 
@@ -657,6 +661,11 @@ int main(void) {
         test_matmul(129, 192, SPECDEC_DTYPE_BF16, 8, 64);    /* 8-bit: the last 128-column quad half full */
         if (!quick) {
             test_matmul(40, 12288, SPECDEC_DTYPE_BF16, 4, 64);  /* several column tiles in the tiled kernel */
+            /* gemv_i4.cu's kernel: f16 and f32 scales, a group of 128, and 5 chunks a
+             * lane (a batch of 4 and one of 1 at T <= 2); the backend takes groups of 32 to 128 */
+            test_matmul(48, 2048, SPECDEC_DTYPE_F16, 4, 128);
+            test_matmul(37, 1024, SPECDEC_DTYPE_F32, 4, 64);
+            test_matmul(70, 5120, SPECDEC_DTYPE_BF16, 4, 64);
             test_matmul(33, 256, SPECDEC_DTYPE_F16, 8, 128);
             test_matmul(100, 2048, SPECDEC_DTYPE_F32, 8, 64);
             test_matmul(2000, 384, SPECDEC_DTYPE_F16, 4, 128);
@@ -670,11 +679,14 @@ int main(void) {
     const int qkv[3] = {256, 64, 64}, gu[3] = {512, 512, 0}, odd[3] = {36, 100, 28};
     const int fq[3] = {256, 64, 64}, fg[3] = {300, 300, 0};
     sd_backend *gs[2] = {G, G8};
-    /* both under the default pick and under the streaming kernel (its segmented stores, its
-     * residual adds, and the preparations that let it start early) */
-    for (int km = 0; km < 2; km++) {
+    /* under the default pick, under the streaming kernel (its segmented stores, its residual
+     * adds, and the preparations that let it start early) and under the generic picks (gemv.cu's
+     * kernel where the default takes gemv_i4.cu's) */
+    for (int km = 0; km < 3; km++) {
 #ifdef SPECDEC_HAVE_CUDA
-    sd_cuda_matmul_kernels(km ? SD_CUDA_MM_STREAM : SD_CUDA_MM_GEMV);
+    sd_cuda_matmul_kernels(km == 1 ? SD_CUDA_MM_STREAM : km == 2 ? SD_CUDA_MM_GENERIC : SD_CUDA_MM_GEMV);
+#else
+    if (km) break;
 #endif
     for (int k = 0; k < 2; k++) {
         if (!gs[k]) continue;

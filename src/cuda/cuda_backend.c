@@ -581,6 +581,10 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
      * default, docs/benchmarks/cuda-h100-2026-12-05.md) */
     const char *stv = getenv("SPECDEC_CUDA_STREAM"), *atv = getenv("SPECDEC_CUDA_ATTN");
     if (stv && (!strcmp(stv, "1") || !strcmp(stv, "0"))) sd_cuda_matmul_kernels(stv[0] == '1' ? SD_CUDA_MM_STREAM : SD_CUDA_MM_GEMV);
+    const char *giv = getenv("SPECDEC_CUDA_GI");   /* 0: without gemv_i4.cu's kernel (A/B runs) */
+    if (giv && !strcmp(giv, "0")) sd_cuda_matmul_kernels(SD_CUDA_MM_GENERIC);
+    const char *grv = getenv("SPECDEC_CUDA_GI_ROWS");
+    if (grv && (!strcmp(grv, "2") || !strcmp(grv, "4"))) sd_cuda_gi_rows(grv[0] - '0');
     if (atv && (!strcmp(atv, "staged") || !strcmp(atv, "split"))) sd_cuda_attention_kernel(atv[1] == 't');
     specdec_status st = SPECDEC_OK;
     if ((e = cudaStreamCreateWithFlags(&c->dev.stream, cudaStreamNonBlocking)) != cudaSuccess)

@@ -15,14 +15,19 @@ extern "C" {
 cudaStream_t sd_cuda_stream(sd_backend *b);
 
 /* Which matmul kernels every matmul and fused LM head of the process may take: GEMV (the
- * default), gemv.cu's kernel for T <= 8 where x fits in shared memory, else the tiled one
+ * default), gemv_i4.cu's kernel where it applies (4-bit rows of whole 1024-column runs at int8,
+ * T <= 8), else gemv.cu's kernel for T <= 8 where x fits in shared memory, else the tiled one
  * (matmul.cu); STREAM, the weight-streaming kernel (stream.cu) for T <= 8 where it applies, else
- * as GEMV (SPECDEC_CUDA_STREAM=1 at backend creation sets it; it becomes the default once
- * measured faster on a device); TILED, the tiled kernel for every call. A row's bits are the
- * same from each, only the speed differs. Read when an op is issued (a recording keeps its
- * kernels). */
-enum { SD_CUDA_MM_GEMV = 0, SD_CUDA_MM_STREAM = 1, SD_CUDA_MM_TILED = 2 };
+ * as GEMV (SPECDEC_CUDA_STREAM=1 at backend creation sets it); TILED, the tiled kernel for every
+ * call; GENERIC, as GEMV without gemv_i4.cu's kernel (SPECDEC_CUDA_GI=0 at backend creation).
+ * A row's bits are the same from each, only the speed differs. Read when an op is issued (a
+ * recording keeps its kernels). */
+enum { SD_CUDA_MM_GEMV = 0, SD_CUDA_MM_STREAM = 1, SD_CUDA_MM_TILED = 2, SD_CUDA_MM_GENERIC = 3 };
 void sd_cuda_matmul_kernels(int which);
+/* Rows a warp of gemv_i4.cu's kernel carries from T = 4 on: 0 (the default) its rule, 4 for
+ * LM heads and 2 elsewhere; 2 or 4 for every matrix (SPECDEC_CUDA_GI_ROWS=2 or 4 at backend
+ * creation; A/B runs). Same bits either way. */
+void sd_cuda_gi_rows(int rows);
 /* Tests: at most `blocks` blocks and `stages` stages (0: no cap) for the streaming kernel, so
  * small matrices take it through several tiles per block and reuse its stages. */
 void sd_cuda_matmul_stream_cap(int blocks, int stages);

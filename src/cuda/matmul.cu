@@ -56,6 +56,7 @@
 #include "cuda/matmul.h"
 #include "cuda/argmax.h"
 #include "cuda/gemv.h"
+#include "cuda/gemv_i4.h"
 #include "cuda/stream.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/mm_core.cuh"
@@ -246,13 +247,14 @@ template <bool LMA> mm_fn mm_pick(int fmt, int ti) {
 }
 
 /* How one call launches (nothing here changes a row's arithmetic): stream.cu's kernel where it
- * applies (st), else gemv.cu's (gv), else this file's tiled kernel. */
+ * applies (st), else gemv_i4.cu's (gi), else gemv.cu's (gv), else this file's tiled kernel. */
 struct Plan {
     mm_fn fn;
     int ti, TT, nw, tile_ch, nrb, smem, grid;
-    bool use_gv, use_st;
+    bool use_gv, use_st, use_gi;
     sdc_gv_plan gv;
     sdc_st_plan st;
+    sdc_gi_plan gi;
 };
 
 int g_kernels = SD_CUDA_MM_GEMV;   /* sd_cuda_matmul_kernels (benchmarks, tests, SPECDEC_CUDA_STREAM) */
@@ -261,6 +263,7 @@ bool g_st_ok = false;              /* the streaming kernels took their shared me
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
     pl->use_gv = false;
     pl->use_st = false;
+    pl->use_gi = false;
     if (g_kernels == SD_CUDA_MM_STREAM && g_st_ok) {
         cudaError_t e = cudaSuccess;
         const int r = sdc_st_plan_for(p, d, lma, d->smem_optin, &pl->st, &e);
@@ -268,6 +271,18 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
         if (r > 0) {
             pl->use_st = true;
             pl->grid = pl->st.grid;
+            return cudaSuccess;
+        }
+    }
+    /* 4-bit rows of whole 1024-column runs at int8: gemv_i4.cu's lean kernel for T <= 8 (its
+     * header says why; SD_CUDA_MM_GENERIC leaves it out, for A/B runs and the tests) */
+    if (g_kernels != SD_CUDA_MM_TILED && g_kernels != SD_CUDA_MM_GENERIC) {
+        cudaError_t e = cudaSuccess;
+        const int r = sdc_gi_plan_for(p, d, lma, &pl->gi, &e);
+        if (r < 0) return e;
+        if (r > 0) {
+            pl->use_gi = true;
+            pl->grid = pl->gi.grid;
             return cudaSuccess;
         }
     }
@@ -356,6 +371,7 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
     }
     const sdc_mm_params *p = &q;
     if (pl.use_st) return sdc_st_launch(&pl.st, p, d);
+    if (pl.use_gi) return sdc_gi_launch(&pl.gi, p, d);
     if (pl.use_gv) return sdc_gv_launch(&pl.gv, p, d);
     return sdc_launch(d, pl.fn, pl.grid, pl.nw * 32, pl.smem, *p, pl.tile_ch, pl.nrb);
 }
@@ -376,6 +392,7 @@ extern "C" cudaError_t sdc_lm_argmax(const sdc_mm_params *p, const sdc_dev *d) {
     if (e == cudaSuccess) e = i8_prep(&pp, d);
     if (e != cudaSuccess) return e;
     if (pl.use_st) e = sdc_st_launch(&pl.st, p, d);
+    else if (pl.use_gi) e = sdc_gi_launch(&pl.gi, p, d);
     else if (pl.use_gv) e = sdc_gv_launch(&pl.gv, p, d);
     else e = sdc_launch(d, pl.fn, pl.grid, pl.nw * 32, pl.smem, *p, pl.tile_ch, pl.nrb);
     if (e != cudaSuccess) return e;

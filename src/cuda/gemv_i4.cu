@@ -1,0 +1,241 @@
+/* gemv_i4.cu: y (T, ldy) = x (T, ldx) . W^T for 4-bit weights against int8 activations
+ * (SDC_MM_Q4I) with rows of a multiple of 1024 columns, T = 1..8, and the fused LM head + argmax
+ * for those calls: the decode steps, drafter steps and short verifies of every Qwen3 shape from
+ * 1.7B up.
+ *
+ * Why a kernel of its own. gemv.cu's kernel serves every format, lane-group width and partial
+ * row, so each chunk it loads pays for that generality: 64-bit row x group products for the
+ * scale and bias addresses, the run-time scale dtype, the partial-chunk guards. Hardware
+ * counters on an H100 (8B shape, T = 1) showed ~130 instructions per 16-byte chunk a lane loads
+ * and the kernel issue-bound rather than memory-bound (docs/benchmarks/cuda-gemv-i4-h100-2026-12-05.md).
+ * Here the shape is fixed where it can be: every lane owns whole chunks (cols / 1024 of them,
+ * chunk lane + 32 j), the rows' code, scale and bias pointers are made once per row, a chunk's
+ * group is the lane's group plus j times a step (a power-of-two group of 32 to 1024 columns),
+ * and the scale dtype is a template parameter. The loads of D chunks of R rows are issued
+ * before any is used, as in gemv.cu.
+ *
+ * Bits. A row's value is mm_chunk (mm_core.cuh) over chunks lane, lane + 32, ... in ascending
+ * order, then the 32-lane xor butterfly: gemv.cu's kernel with 32 lanes a row, and so matmul.cu's
+ * tiled kernel, exactly (the scale and bias floats are the values sdc_wordf reads from the
+ * words holding them). The choice of kernel never changes a value. */
+#include "cuda/gemv_i4.h"
+#include "cuda/mm_core.cuh"
+
+namespace {
+
+constexpr int GI_THREADS = 256;   /* largest block */
+
+/* rows a warp carries (R) and chunks of each loaded per batch (D): 2 rows and 8 sixteen-byte
+ * loads a lane up to T = 4, 4 at T = 8 (its accumulators leave no room for more without
+ * spilling); RW = 4: 4 rows a warp from T = 4 on (fewer warps, each x value read serving
+ * twice the rows: the LM heads' pick, sdc_gi_plan_for) */
+template <int TT, int RW> struct GiShape {
+    static constexpr int R = TT >= 4 && RW == 4 ? 4 : 2;
+    static constexpr int D = TT <= 2 ? 4 : TT == 4 ? (R == 4 ? 2 : 4) : (R == 4 ? 1 : 2);
+};
+
+/* A scale or bias as stored, and its float (what sdc_wordf gives for the word holding it). */
+template <int SDT> struct Sv;
+template <> struct Sv<SDC_F32> {
+    typedef float raw;
+    static SDC_D float f(float v) { return v; }
+};
+template <> struct Sv<SDC_BF16> {
+    typedef unsigned short raw;
+    static SDC_D float f(unsigned short h) { return __uint_as_float((uint32_t)h << 16); }
+};
+template <> struct Sv<SDC_F16> {
+    typedef unsigned short raw;
+    static SDC_D float f(unsigned short h) { return __half2float(__ushort_as_half(h)); }
+};
+
+/* Chunks j0 .. j0 + DD - 1 of the lane's chunks of R rows (wo[r]: the row's first code chunk
+ * for this lane, as a 16-byte index into W; so[r]: its first chunk's group, an index into the
+ * scales and biases; 32-bit, as a matrix holds fewer than 2^32 chunks): every load first, then
+ * the floats of the scales and biases, then each chunk's contribution (mm_chunk) in ascending
+ * order. */
+template <int TT, int SDT, int R, int DD>
+SDC_D void gi_batch(const uint4 *W, const typename Sv<SDT>::raw *S, const typename Sv<SDT>::raw *B,
+                    const uint32_t (&wo)[R], const uint32_t (&so)[R], int j0, int lane, int gstep, const float4 *xs,
+                    const float *sx, int xt4, int tile_ch, float (&acc)[R][TT]) {
+    typedef typename Sv<SDT>::raw sraw;
+    Chunk<R> ch[DD];
+    sraw rs[DD][R], rb[DD][R];
+#pragma unroll
+    for (int j = 0; j < DD; j++)
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const uint32_t g = so[r] + (uint32_t)((j0 + j) * gstep);
+            ch[j].w[r] = __ldg(W + wo[r] + 32u * (uint32_t)(j0 + j));
+            rs[j][r] = __ldg(S + g);
+            rb[j][r] = __ldg(B + g);
+        }
+#pragma unroll
+    for (int j = 0; j < DD; j++)
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            ch[j].s[r] = Sv<SDT>::f(rs[j][r]);
+            ch[j].b[r] = Sv<SDT>::f(rb[j][r]);
+        }
+#pragma unroll
+    for (int j = 0; j < DD; j++) mm_chunk<SDC_MM_Q4I, TT, R>(ch[j], lane + 32 * (j0 + j), xs, sx, xt4, tile_ch, acc);
+}
+
+/* T <= 2: at most 80 registers, 3 blocks of 256 threads a SM; T = 3..8: at most 128 (2 blocks),
+ * where 80 spilled the accumulators and the token loop's x to local memory */
+template <int TT, int SDT, bool LMA, int RW>
+__global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_kernel(const sdc_mm_params p, const int nj, const int nrb) {
+    constexpr int R = GiShape<TT, RW>::R, D = GiShape<TT, RW>::D;
+    typedef typename Sv<SDT>::raw sraw;
+    extern __shared__ sdc_best gi_wb[];   /* LMA: (nw, T) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const uint32_t rowq = (uint32_t)p.cols >> 5;   /* 16-byte chunks a row */
+    const uint32_t ngroups = (uint32_t)(p.cols / p.group);
+    const int gs = __ffs(p.group) - 6;           /* group = 32 << gs, gs in 0..5 */
+    const int glane = lane >> gs, gstep = 32 >> gs;   /* chunk lane + 32 j: group glane + j gstep */
+    const uint4 *W = (const uint4 *)p.w;
+    const sraw *S = (const sraw *)p.scales, *B = (const sraw *)p.biases;
+    /* x as the preparation kernel left it (mm_core.cuh): read from global memory, no staging */
+    const float4 *xs = (const float4 *)p.xq;
+    const float *sx = (const float *)p.xsd;
+    const int tile_ch = p.ncp, xt4 = 2 * p.ncp;
+
+    /* The weights are no kernel's output: the block's first batch is sent towards L2 while the
+     * kernel before it still runs (common.cuh, programmatic dependent launch). */
+    if (blockIdx.x < nrb) {
+        const int r0 = (blockIdx.x * nw + warp) * R;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int j = 0; j < D; j++)
+                if (j < nj) {
+                    const uint4 *a = W + (uint32_t)min(r0 + r, p.rows - 1) * rowq + lane + 32 * j;
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+                }
+    }
+    sdc_grid_enter();
+
+    sdc_best best[TT];   /* LMA: lane 0's best (logit, row) per token over the warp's rows */
+#pragma unroll
+    for (int t = 0; t < TT; t++) best[t] = sdc_best_none();
+
+    for (int rb = blockIdx.x; rb < nrb; rb += gridDim.x) {
+        const int r0 = (rb * nw + warp) * R;
+        uint32_t wo[R], so[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {   /* past the end: loaded, never stored */
+            const uint32_t row = (uint32_t)min(r0 + r, p.rows - 1);
+            wo[r] = row * rowq + (uint32_t)lane;
+            so[r] = row * ngroups + (uint32_t)glane;
+        }
+        float acc[R][TT];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
+        int j0 = 0;
+        for (; j0 + D <= nj; j0 += D) gi_batch<TT, SDT, R, D>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
+        for (; j0 < nj; j0++) gi_batch<TT, SDT, R, 1>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int t = 0; t < TT; t++)
+#pragma unroll 1
+                for (int m = 16; m >= 1; m >>= 1) acc[r][t] = acc[r][t] + __shfl_xor_sync(0xffffffffu, acc[r][t], m);
+        /* every lane now holds every sum (the butterfly is symmetric) */
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int rr = r0 + r;
+            if (rr >= p.rows) continue;
+#pragma unroll
+            for (int t = 0; t < TT; t++) {
+                if (t >= p.T) continue;
+                if constexpr (LMA) {
+                    if (lane == 0) sdc_best_offer(&best[t], acc[r][t], rr);
+                } else if (lane == r * TT + t) {
+                    mm_store(p, rr, t, acc[r][t]);
+                }
+            }
+        }
+    }
+    if constexpr (LMA) {
+        if (lane == 0)
+#pragma unroll
+            for (int t = 0; t < TT; t++)
+                if (t < p.T) gi_wb[warp * p.T + t] = best[t];
+        __syncthreads();
+        mm_lma_part(p, gi_wb, nw, blockDim.x);
+    }
+}
+
+typedef void (*gi_fn)(const sdc_mm_params, const int, const int);
+
+int g_rows = 0;   /* sd_cuda_gi_rows: 0 the rule of sdc_gi_plan_for, else 2 or 4 */
+
+template <int SDT, bool LMA> gi_fn gi_pick_tt(int ti, int rw) {
+    switch (ti) {
+    case 0: return gi_kernel<1, SDT, LMA, 2>;
+    case 1: return gi_kernel<2, SDT, LMA, 2>;
+    case 2: return rw == 4 ? gi_kernel<4, SDT, LMA, 4> : gi_kernel<4, SDT, LMA, 2>;
+    default: return rw == 4 ? gi_kernel<8, SDT, LMA, 4> : gi_kernel<8, SDT, LMA, 2>;
+    }
+}
+template <bool LMA> gi_fn gi_pick(int sdt, int ti, int rw) {
+    switch (sdt) {
+    case SDC_F32: return gi_pick_tt<SDC_F32, LMA>(ti, rw);
+    case SDC_F16: return gi_pick_tt<SDC_F16, LMA>(ti, rw);
+    case SDC_BF16: return gi_pick_tt<SDC_BF16, LMA>(ti, rw);
+    default: return nullptr;
+    }
+}
+
+} // namespace
+
+extern "C" void sd_cuda_gi_rows(int rows) { g_rows = rows == 2 || rows == 4 ? rows : 0; }
+
+extern "C" int sdc_gi_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma, sdc_gi_plan *pl, cudaError_t *e) {
+    *e = cudaSuccess;
+    /* 32-bit chunk and group indices (gi_batch) */
+    if ((double)p->rows * (double)p->cols / 32.0 >= 4294967296.0) return 0;
+    if (p->fmt != SDC_MM_Q4I || p->T < 1 || p->T > SDC_GI_MAX_T || p->rows < 1 || !p->wvec || p->cols < 1024 ||
+        p->cols % 1024 != 0)
+        return 0;
+    if (p->group < 32 || p->group > 1024 || (p->group & (p->group - 1)) != 0 || p->ncp != p->cols / 32) return 0;
+    if (!p->xq || !p->xsd || !p->scales || !p->biases) return 0;
+    const int ti = p->T <= 1 ? 0 : p->T <= 2 ? 1 : p->T <= 4 ? 2 : 3, TT = 1 << ti;
+    /* rows a warp from T = 4 on: 4 for LM heads (2^28 weights or more), 2 elsewhere. bench_cuda
+     * on an H100 (docs/benchmarks/cuda-gemv-i4-h100-2026-12-05.md), 8B shape: 2 rows took
+     * 0.69-0.96x the time of 4 on the layers' matrices at T = 4 and 8, 1.07-1.09x on the LM head */
+    const int rw = g_rows ? g_rows : (double)p->rows * (double)p->cols >= 268435456.0 ? 4 : 2;
+    const int R = TT >= 4 && rw == 4 ? 4 : 2;
+    gi_fn fn = lma ? gi_pick<true>(p->sdt, ti, rw) : gi_pick<false>(p->sdt, ti, rw);
+    if (!fn) return 0;
+    pl->fn = (const void *)fn;
+    pl->nj = p->cols / 1024;
+    const long units = (p->rows + R - 1) / R;
+    /* 8 or 4 warps a block, whichever keeps more warps resident (ties: 4, spreading the rows
+     * over more SMs) */
+    long best = -1;
+    for (int nw = 8; nw >= 4; nw >>= 1) {
+        const long nrb = (units + nw - 1) / nw;
+        const long smem = lma ? (long)nw * p->T * (long)sizeof(sdc_best) : 0;
+        int per_sm = 0;
+        *e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, nw * 32, (size_t)smem);
+        if (*e != cudaSuccess) return -1;
+        if (per_sm < 1) continue;
+        long g = (long)per_sm * d->n_sm;
+        if (g > nrb) g = nrb;
+        if (lma && g > SDC_LMA_MAX_GRID) g = SDC_LMA_MAX_GRID;
+        if (g * nw < best) continue;
+        best = g * nw;
+        pl->nw = nw;
+        pl->nrb = (int)nrb;
+        pl->smem = (int)smem;
+        pl->grid = (int)g;
+    }
+    return best < 0 ? 0 : 1;
+}
+
+extern "C" cudaError_t sdc_gi_launch(const sdc_gi_plan *pl, const sdc_mm_params *p, const sdc_dev *d) {
+    return sdc_launch(d, (gi_fn)pl->fn, pl->grid, pl->nw * 32, pl->smem, *p, pl->nj, pl->nrb);
+}
