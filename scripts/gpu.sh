@@ -201,8 +201,11 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
   [ -n "${OLD_PID:-}" ] && wait "$OLD_PID"
   D=/tmp/inflated-qwen3-8b
   for m in ${AB_MODELS:-$D $M}; do
-    [ "$m" = "$D" ] && [ ! -d "$D" ] && { run_to 400 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$D" --shape qwen3-8b || log "inflate 8b FAILED"; }
-    tag=$(basename "$m"); np=4; r=5; [ "$m" = "$D" ] && { np=${AB_NP:-2}; r=${AB_R:-3}; }
+    case "$m" in /tmp/inflated-*)   # an inflated shape (AB_MODELS may name /tmp/inflated-qwen3-1.7b too)
+      [ -d "$m" ] || run_to 400 "$OUT/inflate_${m#/tmp/inflated-}.log" "$BIN" inflate "$M" "$m" --shape "${m#/tmp/inflated-}" ||
+        log "inflate ${m#/tmp/inflated-} FAILED" ;;
+    esac
+    tag=$(basename "$m"); np=4; r=5; [ "$m" != "$M" ] && { np=${AB_NP:-2}; r=${AB_R:-3}; }
     kinds=" ${AB_KINDS:-old pdl} "
     if [[ $kinds == *" old "* ]]; then
       if [ -x "$OLD_BIN" ]; then
