@@ -82,7 +82,8 @@ drafts="ngram"; [ "$HAS_MTP" = 1 ] && drafts="mtp ngram"
 spec_matrix "$drafts"
 if [ "$HAS_MTP" = 1 ]; then
     http POST $BASE/v1/completions "${AUTH[@]}" -d "{\"prompt\":\"$PROMPT\",\"max_tokens\":4,\"temperature\":0}" >/dev/null
-    check "MTP engaged by default" [ "$(jget $TMP/body 'j["specdec"]["draft"], j["specdec"]["speculated"]')" = "mtp True" ]
+    # --draft auto on a CPU backend: MTP with prompt lookup (server.h, srv_auto_draft)
+    check "MTP with prompt lookup engaged by default" [ "$(jget $TMP/body 'j["specdec"]["draft"], j["specdec"]["speculated"]')" = "mtp+ngram True" ]
     check "server log reports the probe verdict" grep -q "exactness probe passed" "$TMP/server-main.log"
 else
     bad_mtp=$(http POST $BASE/v1/completions "${AUTH[@]}" -d '{"prompt":"x","specdec":{"draft":"mtp"}}')

@@ -24,6 +24,7 @@ static void serve_usage_to(FILE *f) {
           "  --max-header-bytes 16384 (431), --max-tokens 0 = up to the context (400), --ctx = the model's\n"
           "  (400 context_length_exceeded), --timeout-s 300 per request, --idle-timeout-s 15 per connection.\n"
           "  The MTP drafter uses DIR/draft_vocab.json when the model ships one (--draft-vocab none: full head).\n"
+          "  --draft auto (the default): mtp+ngram on a CPU backend, mtp on a GPU, none without an mtp module.\n"
           "  Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, /health, /metrics.\n"
           "  The API key may also come from the environment variable SPECDEC_API_KEY.\n", f);
 }
@@ -70,7 +71,7 @@ static specdec_status setup_drafters(srv_server *s, specdec_err *err) {
     }
     SD_SERVE_TRY(specdec_drafter_init_ngram(0, &s->ngram, err));
     if (s->draft_model_dir) SD_SERVE_TRY(specdec_drafter_init_model(s->model, s->draft_model_dir, &s->dmodel, err));
-    int dk = s->default_draft == SRV_DRAFT_AUTO ? (s->mtp ? SRV_DRAFT_MTP : SRV_DRAFT_NONE) : s->default_draft;
+    int dk = s->default_draft == SRV_DRAFT_AUTO ? srv_auto_draft(s) : s->default_draft;
     specdec_drafter *d = srv_drafter_of(s, dk);
     if (!d) {
         srv_log("info", "speculative decoding off by default (%s)\n",

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- growable byte buffer ---------------------------------------------------------- */
 typedef struct srv_buf { char *p; size_t len, cap; } srv_buf;
@@ -180,7 +181,7 @@ typedef struct srv_server {
     int idle_timeout_s;       /* a connection that sends nothing for this long is closed */
     int max_tokens_cap;       /* the most tokens one request may ask for (0 = the context) */
     size_t max_header;        /* request line + headers, bytes (431 past it) */
-    int default_draft;        /* SRV_DRAFT_* from --draft (AUTO: MTP when the model has it) */
+    int default_draft;        /* SRV_DRAFT_* from --draft (AUTO: srv_auto_draft) */
     const char *draft_vocab;     /* --draft-vocab FILE[:N] | none; NULL: DIR/draft_vocab.json if present */
     const char *draft_model_dir; /* --draft model:DIR, served as "draft": "model" */
     /* model, owned by the worker while it runs */
@@ -205,6 +206,17 @@ typedef struct srv_server {
     bool worker_started;
     srv_metrics metrics;
 } srv_server;
+
+/* What "auto" (--draft auto, the default, and a request's "auto") means on this server: MTP with
+ * prompt lookup on a CPU backend, where it measured faster than MTP alone (held-out prompts:
+ * 1.60-1.62x classic against 1.46-1.53x, docs/benchmarks/cpu-mtp-ngram-xeon-2026-12-05.md); MTP
+ * on the others (an H100 at the 8B shape: 1.836x against 1.854x, cuda-h100-2026-12-05.md, the
+ * module's draft being cheap next to the verify there); no drafter without an MTP module. */
+static inline int srv_auto_draft(const srv_server *s) {
+    if (!s->mtp) return SRV_DRAFT_NONE;
+    const char *be = s->ctx ? specdec_ctx_backend(s->ctx) : NULL;
+    return s->hybrid && be && !strncmp(be, "cpu", 3) ? SRV_DRAFT_HYBRID : SRV_DRAFT_MTP;
+}
 
 /* The drafter of a resolved choice (SRV_DRAFT_AUTO already replaced), NULL for none or when this
  * server lacks it. */

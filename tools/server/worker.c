@@ -360,11 +360,11 @@ void server_generate(srv_server *s, srv_job *j) {
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
 
-    /* The drafter: the request's choice, else the server's default (auto = MTP when the
-     * model has it). specdec_spec_generate runs classic decoding when d is NULL or when the
+    /* The drafter: the request's choice, else the server's default (auto: srv_auto_draft).
+     * specdec_spec_generate runs classic decoding when d is NULL or when the
      * exactness probe fails (fail closed); the stats say which happened. */
     int dk = r->draft == SRV_DRAFT_AUTO ? s->default_draft : r->draft;
-    if (dk == SRV_DRAFT_AUTO) dk = s->mtp ? SRV_DRAFT_MTP : SRV_DRAFT_NONE;
+    if (dk == SRV_DRAFT_AUTO) dk = srv_auto_draft(s);
     specdec_drafter *d = srv_drafter_of(s, dk);
     specdec_spec_params sp = specdec_spec_default_params();
     sp.block_size = r->block_size;
