@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_server_spec.sh: speculative decoding through `specdec serve` on a model with an MTP module
 # (a generated random tiny Qwen3 + mtp.*): MTP is engaged by default once the exactness probe
-# passes, and for every drafter (mtp, mtp+ngram, ngram), block width (auto, 4), greedy and seeded sampling,
+# passes (on the CPU backend of the tests, --draft auto means mtp+ngram: server.h's srv_auto_draft),
+# and for every drafter (mtp, mtp+ngram, ngram), block width (auto, 4), greedy and seeded sampling,
 # streamed or not, the text equals classic `specdec run` byte for byte; the stats (tau,
 # acceptance, probe verdict) are in the responses and in /metrics.
 set -u
@@ -12,15 +13,15 @@ start_server spec "$MODEL" || die "server did not start"
 BASE=http://127.0.0.1:$PORT_spec
 AUTH=()
 PROMPT="Hello world"
-check "log: MTP by default, probe passed" grep -q "speculative decoding by default with the mtp drafter: exactness probe passed" "$TMP/server-spec.log"
+check "log: MTP with prompt lookup by default, probe passed" grep -q "speculative decoding by default with the mtp+ngram drafter: exactness probe passed" "$TMP/server-spec.log"
 run_text "$TMP/run-greedy" -m "$MODEL" -p "$PROMPT" -n 24 --temp 0 || die "run failed"
 run_text "$TMP/run-seeded" -m "$MODEL" -p "$PROMPT" -n 24 --temp 0.8 --top-p 0.9 --top-k 40 --seed 42 || die "run failed"
 
-# default request: MTP engaged, text == classic
+# default request: MTP with prompt lookup engaged, text == classic
 http POST $BASE/v1/completions -d "{\"prompt\":\"$PROMPT\",\"max_tokens\":24,\"temperature\":0}" >/dev/null
 jget "$TMP/body" 'j["choices"][0]["text"]' | python3 -c "import sys; sys.stdout.write(sys.stdin.read()[:-1])" >"$TMP/def"
 check "default request text == run" same_file "$TMP/def" "$TMP/run-greedy"
-check "default request speculated with mtp" [ "$(jget $TMP/body 'j["specdec"]["draft"], j["specdec"]["speculated"], j["specdec"]["probe"]')" = "mtp True 1" ]
+check "default request speculated with mtp+ngram" [ "$(jget $TMP/body 'j["specdec"]["draft"], j["specdec"]["speculated"], j["specdec"]["probe"]')" = "mtp+ngram True 1" ]
 check "stats: rounds, tau, acceptance" [ "$(jget $TMP/body '(lambda s: s["rounds"] > 0 and s["tau"] >= 1 and 0 <= s["acceptance"] <= 1 and s["drafted"] >= s["accepted"])(j["specdec"])')" = True ]
 
 spec_matrix "mtp mtp+ngram ngram"
