@@ -5,12 +5,14 @@
 # the full head, n-gram, a draft model) at K = 2, 3, 4, 6, 8, 12, 16 equals the classic text of
 # the same backend, greedy and seeded (unfiltered: the backend's own sampler; top-k: the host
 # filter path), and the exactness probe passes at K = 16. Exit status 1 on any difference.
-# EXACT_ARGS: more `run` options for every run (e.g. --precision int8).
+# EXACT_ARGS: more `run` options for every run (e.g. --precision int8). EXACT_MODEL: another model
+# directory (default the embedded pair; e.g. an inflated shape, whose rows reach the kernels the
+# embedded pair's do not); EXACT_KS: the greedy block sizes (default "2 3 4 6 8 12 16").
 set -u
 BIN=${1:?BIN}; BE=${2:?BACKEND}
 read -r -a XA <<< "${EXACT_ARGS:-}"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-M=$SRC/models/qwen3-kernel
+M=${EXACT_MODEL:-$SRC/models/qwen3-kernel}
 T=$(mktemp -d /tmp/sdexact-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fail=0; n=0
@@ -21,7 +23,7 @@ for pf in "$SRC"/tests/golden/prompts/*.txt; do
         "$BIN" run -m "$M" --backend "$BE" "${XA[@]}" -p "$p" -n 48 --ignore-eos "${S[@]}" > "$T/classic" 2> "$T/err" || { echo "FAIL $id $mode classic: $(tail -1 "$T/err")"; fail=1; continue; }
         for dr in mtp mtp-full ngram model; do
             case $dr in mtp) D=(--draft mtp);; mtp-full) D=(--draft mtp --draft-vocab none);; ngram) D=(--draft ngram);; model) D=(--draft "model:$M");; esac
-            Ks="2 3 4 6 8 12 16"; [ $mode != greedy ] && Ks="3 5"
+            Ks=${EXACT_KS:-2 3 4 6 8 12 16}; [ $mode != greedy ] && Ks="3 5"
             for K in $Ks; do
                 "$BIN" run -m "$M" --backend "$BE" "${XA[@]}" -p "$p" -n 48 --ignore-eos "${S[@]}" "${D[@]}" --block-size $K \
                     --sampling seeded --stats-json "$T/s.json" > "$T/spec" 2> "$T/err" || { echo "FAIL $id $mode $dr K=$K: $(tail -1 "$T/err")"; fail=1; continue; }
@@ -32,5 +34,5 @@ for pf in "$SRC"/tests/golden/prompts/*.txt; do
         done
     done
 done
-echo "exact.sh $BE ${EXACT_ARGS:-}: $n speculative runs compared with classic, $([ $fail = 0 ] && echo 'all identical' || echo 'DIFFERENCES')"
+echo "exact.sh $BE ${EXACT_ARGS:-} $(basename "$M"): $n speculative runs compared with classic, $([ $fail = 0 ] && echo 'all identical' || echo 'DIFFERENCES')"
 exit $fail
