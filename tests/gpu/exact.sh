@@ -1,6 +1,7 @@
 #!/bin/bash
-# exact.sh BIN BACKEND: the exactness contract on one backend (tests/test_backend_sim.sh runs it on
-# the CPU's device simulator; scripts/gpu.sh runs it on the CUDA backend). For three held-out
+# exact.sh BIN BACKEND: the exactness contract on one backend (scripts/gpu.sh runs it on the CUDA
+# backend; any backend name works, e.g. cpu-sim, the CPU's device simulator, which CI checks
+# against the cpu backend in tests/test_backend_sim.sh). For three held-out
 # prompts: the speculative text of every drafter (mtp with the shipped draft vocabulary and with
 # the full head, n-gram, a draft model) at K = 2, 3, 4, 6, 8, 12, 16 equals the classic text of
 # the same backend, greedy and seeded (unfiltered: the backend's own sampler; top-k: the host
