@@ -6,10 +6,11 @@
  * Why a kernel of its own. gemv.cu's kernel serves every format, lane-group width and partial
  * row, so each chunk it loads pays for that generality: 64-bit row x group products for the
  * scale and bias addresses, the run-time scale dtype, the partial-chunk guards. Hardware
- * counters on an H100 (8B shape, T = 1) showed ~130 instructions per 16-byte chunk a lane loads
- * and the kernel issue-bound rather than memory-bound (docs/benchmarks/cuda-gemv-i4-h100-2026-12-05.md).
- * Here the shape is fixed where it can be: every lane owns whole chunks (cols / 1024 of them,
- * chunk lane + 32 j), the rows' code, scale and bias pointers are made once per row, a chunk's
+ * counters on an H100 (8B shape, T = 1) showed ~130 instructions per 16-byte chunk a lane loads,
+ * its warps waiting on their own instruction chains while the memory was 29-60% busy
+ * (docs/benchmarks/cuda-gemv-i4-h100-2026-12-05.md). Here the shape is fixed where it can be:
+ * every lane owns whole chunks (cols / 1024 of them, chunk lane + 32 j), a row's code and group
+ * offsets are made once per row (32-bit indices), a chunk's
  * group is the lane's group plus j times a step (a power-of-two group of 32 to 1024 columns),
  * and the scale dtype is a template parameter. The loads of D chunks of R rows are issued
  * before any is used, as in gemv.cu.
