@@ -42,10 +42,12 @@
  * instantiation therefore gives every row the same bits, and lm_argmax, which runs this same
  * per-row code, sees exactly the logits matmul writes.
  *
- * Which kernel. Calls of T <= 8 whose x fits in shared memory whole go to gemv.cu's kernel (made
- * for memory-level parallelism at batch 1), the rest to the tiled kernel here; both run the
- * per-row code of mm_core.cuh with the same lane ownership, so the choice never changes a bit
- * (gemv.cu's header has the argument for its shorter lane groups). Before both, calls of T <= 8
+ * Which kernel. Int8 calls of T <= 8 on 4-bit rows of whole 1024-column runs go to gemv_i4.cu's
+ * lean kernel (the Qwen3 shapes from 1.7B up); other calls of T <= 8 whose x fits in shared
+ * memory whole to gemv.cu's kernel (made for memory-level parallelism at batch 1), the rest to
+ * the tiled kernel here; all run the per-row code of mm_core.cuh with the same lane ownership,
+ * so the choice never changes a bit (gemv.cu's header has the argument for its shorter lane
+ * groups). Before both, calls of T <= 8
  * with rows of at least 32 chunks may go to stream.cu's kernel, which streams the weights through
  * shared memory and runs the same per-row code (sd_cuda_matmul_kernels, cuda_backend.h: off by
  * default until it is measured on a device).
