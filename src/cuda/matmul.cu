@@ -47,10 +47,9 @@
  * memory whole to gemv.cu's kernel (made for memory-level parallelism at batch 1), the rest to
  * the tiled kernel here; all run the per-row code of mm_core.cuh with the same lane ownership,
  * so the choice never changes a bit (gemv.cu's header has the argument for its shorter lane
- * groups). Before both, calls of T <= 8
- * with rows of at least 32 chunks may go to stream.cu's kernel, which streams the weights through
- * shared memory and runs the same per-row code (sd_cuda_matmul_kernels, cuda_backend.h: off by
- * default until it is measured on a device).
+ * groups). Before them, calls of T <= 8 with rows of at least 32 chunks may go to stream.cu's
+ * kernel, which streams the weights through shared memory and runs the same per-row code
+ * (sd_cuda_matmul_kernels, cuda_backend.h: off by default, measured slower on an H100).
  *
  * The fused LM head keeps, per warp and token, the best (logit, row) in shared memory, then per
  * block; the blocks' bests go to p->part and a second small kernel (argmax.cu) reduces them.
