@@ -202,30 +202,9 @@ extern "C" int sdc_gv_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
     gv_fn fn = lma ? gv_pick<true>(p->fmt, ti) : gv_pick<false>(p->fmt, ti);
     if (!fn) return 0;
     pl->fn = (const void *)fn;
-    /* 8 or 4 warps a block (at least 4: they stage x), whichever keeps more warps resident (ties:
-     * 4, spreading the rows over more SMs); the x of large T x cols limits blocks per SM */
-    long best = -1;
-    for (int nw = 8; nw >= 4; nw >>= 1) {
-        const long nrb = (units + nw - 1) / nw;
-        const long smem = (i8 ? 0 : (long)TT * pl->tile_ch * sdc_mm_stage_bytes(p->fmt)) +
-                          (lma ? (long)nw * p->T * (long)sizeof(sdc_best) : 0);
-        if (smem > bytes) continue;
-        int per_sm = 0;
-        *e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, nw * 32, (size_t)smem);
-        if (*e != cudaSuccess) return -1;
-        if (per_sm < 1) continue;
-        long g = (long)per_sm * d->n_sm;
-        if (g > nrb) g = nrb;
-        if (lma && g > SDC_LMA_MAX_GRID) g = SDC_LMA_MAX_GRID;
-        if (g * nw < best) continue;
-        best = g * nw;
-        pl->nw = nw;
-        pl->nrb = (int)nrb;
-        pl->smem = (int)smem;
-        pl->grid = (int)g;
-    }
-    if (best < 0) return 0;
-    return 1;
+    /* 8 or 4 warps a block (at least 4: they stage x); the x of large T x cols limits blocks per SM */
+    const long smem0 = i8 ? 0 : (long)TT * pl->tile_ch * sdc_mm_stage_bytes(p->fmt);
+    return mm_launch_shape(pl->fn, units, smem0, lma, p->T, bytes, d, &pl->nw, &pl->nrb, &pl->smem, &pl->grid, e);
 }
 
 extern "C" cudaError_t sdc_gv_launch(const sdc_gv_plan *pl, const sdc_mm_params *p, const sdc_dev *d) {

@@ -21,6 +21,7 @@
  * words holding them). The choice of kernel never changes a value. */
 #include "cuda/gemv_i4.h"
 #include "cuda/mm_core.cuh"
+#include <limits.h>
 
 namespace {
 
@@ -35,20 +36,13 @@ template <int TT, int RW> struct GiShape {
     static constexpr int D = TT <= 2 ? 4 : TT == 4 ? (R == 4 ? 2 : 4) : (R == 4 ? 1 : 2);
 };
 
-/* A scale or bias as stored, and its float (what sdc_wordf gives for the word holding it). */
-template <int SDT> struct Sv;
-template <> struct Sv<SDC_F32> {
-    typedef float raw;
-    static SDC_D float f(float v) { return v; }
-};
-template <> struct Sv<SDC_BF16> {
-    typedef unsigned short raw;
-    static SDC_D float f(unsigned short h) { return __uint_as_float((uint32_t)h << 16); }
-};
-template <> struct Sv<SDC_F16> {
-    typedef unsigned short raw;
-    static SDC_D float f(unsigned short h) { return __half2float(__ushort_as_half(h)); }
-};
+/* A scale or bias as stored; its float is sdc_wordf's for the low half of a word holding it. */
+template <int SDT> struct Sv { typedef unsigned short raw; };
+template <> struct Sv<SDC_F32> { typedef float raw; };
+template <int SDT> SDC_D float gi_sf(typename Sv<SDT>::raw v) {
+    if constexpr (SDT == SDC_F32) return sdc_wordf(__float_as_uint(v), 0, SDT);
+    else return sdc_wordf((uint32_t)v, 0, SDT);
+}
 
 /* Chunks j0 .. j0 + DD - 1 of the lane's chunks of R rows (wo[r]: the row's first code chunk
  * for this lane, as a 16-byte index into W; so[r]: its first chunk's group, an index into the
@@ -75,8 +69,8 @@ SDC_D void gi_batch(const uint4 *W, const typename Sv<SDT>::raw *S, const typena
     for (int j = 0; j < DD; j++)
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            ch[j].s[r] = Sv<SDT>::f(rs[j][r]);
-            ch[j].b[r] = Sv<SDT>::f(rb[j][r]);
+            ch[j].s[r] = gi_sf<SDT>(rs[j][r]);
+            ch[j].b[r] = gi_sf<SDT>(rb[j][r]);
         }
 #pragma unroll
     for (int j = 0; j < DD; j++) mm_chunk<SDC_MM_Q4I, TT, R>(ch[j], lane + 32 * (j0 + j), xs, sx, xt4, tile_ch, acc);
@@ -140,9 +134,7 @@ __global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_kernel(const s
 #pragma unroll
         for (int r = 0; r < R; r++)
 #pragma unroll
-            for (int t = 0; t < TT; t++)
-#pragma unroll 1
-                for (int m = 16; m >= 1; m >>= 1) acc[r][t] = acc[r][t] + __shfl_xor_sync(0xffffffffu, acc[r][t], m);
+            for (int t = 0; t < TT; t++) acc[r][t] = sdc_warp_sum(acc[r][t]);
         /* every lane now holds every sum (the butterfly is symmetric) */
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -214,27 +206,7 @@ extern "C" int sdc_gi_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
     pl->fn = (const void *)fn;
     pl->nj = p->cols / 1024;
     const long units = (p->rows + R - 1) / R;
-    /* 8 or 4 warps a block, whichever keeps more warps resident (ties: 4, spreading the rows
-     * over more SMs) */
-    long best = -1;
-    for (int nw = 8; nw >= 4; nw >>= 1) {
-        const long nrb = (units + nw - 1) / nw;
-        const long smem = lma ? (long)nw * p->T * (long)sizeof(sdc_best) : 0;
-        int per_sm = 0;
-        *e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, nw * 32, (size_t)smem);
-        if (*e != cudaSuccess) return -1;
-        if (per_sm < 1) continue;
-        long g = (long)per_sm * d->n_sm;
-        if (g > nrb) g = nrb;
-        if (lma && g > SDC_LMA_MAX_GRID) g = SDC_LMA_MAX_GRID;
-        if (g * nw < best) continue;
-        best = g * nw;
-        pl->nw = nw;
-        pl->nrb = (int)nrb;
-        pl->smem = (int)smem;
-        pl->grid = (int)g;
-    }
-    return best < 0 ? 0 : 1;
+    return mm_launch_shape(pl->fn, units, 0, lma, p->T, LONG_MAX, d, &pl->nw, &pl->nrb, &pl->smem, &pl->grid, e);
 }
 
 extern "C" cudaError_t sdc_gi_launch(const sdc_gi_plan *pl, const sdc_mm_params *p, const sdc_dev *d) {

@@ -413,4 +413,34 @@ SDC_D void mm_chunk(const Chunk<R> &k, int cl, const float4 *xs, const float *sx
     }
 }
 
+/* The launch shape of gemv.cu's and gemv_i4.cu's kernels, whose warps walk `units` units of
+ * rows grid-stride: blocks of 8 or 4 warps, whichever keeps more warps resident (ties: 4,
+ * spreading the rows over more SMs). A block's shared memory is smem0 plus, for the fused LM head
+ * (lma), its warps' bests (nw x T); block sizes needing more than cap bytes are left out. Fills
+ * *nw, *nrb (row blocks), *smem and *grid; returns 1, 0 when no block size fits, -1 on a CUDA
+ * error (in *e). Nothing here changes a row's arithmetic. */
+inline int mm_launch_shape(const void *fn, long units, long smem0, bool lma, int T, long cap, const sdc_dev *d, int *nw,
+                           int *nrb, int *smem, int *grid, cudaError_t *e) {
+    long best = -1;
+    for (int w = 8; w >= 4; w >>= 1) {
+        const long rb = (units + w - 1) / w;
+        const long sm = smem0 + (lma ? (long)w * T * (long)sizeof(sdc_best) : 0);
+        if (sm > cap) continue;
+        int per_sm = 0;
+        *e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, w * 32, (size_t)sm);
+        if (*e != cudaSuccess) return -1;
+        if (per_sm < 1) continue;
+        long g = (long)per_sm * d->n_sm;
+        if (g > rb) g = rb;
+        if (lma && g > SDC_LMA_MAX_GRID) g = SDC_LMA_MAX_GRID;
+        if (g * w < best) continue;
+        best = g * w;
+        *nw = w;
+        *nrb = (int)rb;
+        *smem = (int)sm;
+        *grid = (int)g;
+    }
+    return best < 0 ? 0 : 1;
+}
+
 } // namespace
