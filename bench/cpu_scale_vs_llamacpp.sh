@@ -32,7 +32,9 @@ PROMPT=$'// FILE: drivers/char/mem.c\n#include <linux/fs.h>\n\nstatic ssize_t re
 
 [ -x "$PEER_DIR/bin/llama-bench" ] || bash "$PEERS/build.sh" cpu "$PEER_DIR" >&2
 [ -d "$W/model" ] || "$SD" inflate models/qwen3-kernel "$W/model" --shape "$SHAPE" >&2
-[ -s "$W/peer.gguf" ] || python3 "$PEERS/gguf_random_shape.py" "$SHAPE" models/qwen3-kernel "$W/peer.gguf" >&2
+PY=${PYTHON:-python3}   # the system python3 has Debian's numpy; another first on PATH may not
+$PY -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
+[ -s "$W/peer.gguf" ] || $PY "$PEERS/gguf_random_shape.py" "$SHAPE" models/qwen3-kernel "$W/peer.gguf" >&2
 
 bytes=$("$SD" info -m "$W/model" 2>/dev/null | sed -n 's/^bytes\/decode step: *\([0-9]*\).*/\1/p')
 bw=$("$BUILD/bench_matmul" "$TH" 2>&1 | grep -m1 'streaming read bandwidth' | sed -n 's/.*: *\([0-9.]*\) GB\/s.*/\1/p' || true)
