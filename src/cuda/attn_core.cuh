@@ -126,6 +126,26 @@ SDC_D void at_write_part(const sdc_attn_params &p, const AtBlock &b, const float
     }
 }
 
+/* A row whose keys fit one chunk (one slot used): at_combine's arithmetic for ns = 1 on the
+ * slot's (M, L, O) as the block holds them, written straight to the output. The same expressions
+ * on the same values (M = max(-inf, M_0), w = expf(M_0 - M), L = fmaf(L_0, w, 0),
+ * O = fmaf(O_0, w, 0), out = O / L), so the same bits as writing the partials and combining. */
+template <int GS>
+SDC_D void at_finish_one(const sdc_attn_params &p, const AtBlock &b, const float (&Ms)[GS], const float (&Ls)[GS],
+                         const float (&Os)[GS][2]) {
+#pragma unroll
+    for (int gg = 0; gg < GS; gg++) {
+        const float M = fmaxf(-INFINITY, Ms[gg]);
+        const float w = expf(Ms[gg] - M);
+        const float L = fmaf(Ls[gg], w, 0.0f);
+#pragma unroll
+        for (int di = 0; di < 2; di++) {
+            const int d = threadIdx.x + di * AT_THREADS;
+            if (d < p.hd) p.out[(size_t)b.t * p.nh * p.hd + (size_t)(b.h0 + gg) * p.hd + d] = fmaf(Os[gg][di], w, 0.0f) / L;
+        }
+    }
+}
+
 /* Output dim d of head h of row t from the used slots 0 .. ns - 1, in order: M = max,
  * w_s = expf(M_s - M), L = sum l_s w_s, O = sum o_s w_s, out = O / L. The partials are read
  * through L2 (__ldcg): other blocks of the same launch may have written them. */

@@ -17,7 +17,11 @@
  * from shared memory, in the same d order) and o[d] over the keys in order. Which block of a
  * (row, head group) combines the slots changes nothing (it reads every slot's partials); a
  * counter per (row, head group) in scratch, zero between calls, says which block finished last,
- * and that block sets it back to 0. */
+ * and that block sets it back to 0; it issues its reads of the partials together
+ * (at_combine_block) rather than slot after slot. A row whose keys fit one chunk (a context of up
+ * to 128 tokens) has one slot: its block writes the output itself (at_finish_one), skipping the
+ * partials, the fence, the counter and the re-reads, with at_combine's arithmetic for one slot.
+ * The query rows are read while the first chunk's copies are in flight. */
 #include "cuda/attn_core.cuh"
 
 namespace {
@@ -70,6 +74,63 @@ SDC_D void at_stage(const void *c, size_t kstride, size_t kbase, int j0, int n, 
     at_commit();
 }
 
+/* at_combine for the block's GS heads of row b.t over slots 0 .. ns - 1, its loads batched: every
+ * slot's (M, L) read at once into shared memory (pr, free after the chunks), then per head M, the
+ * weights w_s and L by one thread each, then every output's O with the slots' partials of 4 slots
+ * in flight together. Each value is at_combine's expression in at_combine's order (M the fmaxf of
+ * the slots from -inf, w_s = expf(M_s - M), L and O fmaf chains over s ascending from 0, O / L),
+ * only the loads are issued earlier: at_combine read (M, L, O) slot after slot, one round trip
+ * through L2 after another for each of a thread's GS * hd / 128 outputs. */
+template <int GS>
+SDC_D void at_combine_block(const sdc_attn_params &p, const AtBlock &b, int ns, float (&pr)[GS][AT_CK],
+                            float (&red)[AT_WARPS][GS]) {
+    static_assert(2 * SDC_ATTN_SPLITS <= AT_CK, "a head's (M, L) of every slot fit a row of pr");
+    constexpr int NO = (GS * SDC_ATTN_MAX_HD + AT_THREADS - 1) / AT_THREADS;   /* outputs a thread, at most */
+    const int tid = threadIdx.x, hd = p.hd;
+    const size_t hb = (size_t)b.t * p.nh + (size_t)b.h0;   /* (row, first head) */
+    for (int i = tid; i < GS * ns; i += AT_THREADS) {
+        const int gg = i / ns, k = i - gg * ns;
+        const size_t idx = (hb + (size_t)gg) * SDC_ATTN_SPLITS + (size_t)k;
+        pr[gg][k] = __ldcg(p.part_ml + 2 * idx);
+        pr[gg][SDC_ATTN_SPLITS + k] = __ldcg(p.part_ml + 2 * idx + 1);
+    }
+    __syncthreads();
+    if (tid < GS) {
+        float M = -INFINITY;
+        for (int k = 0; k < ns; k++) M = fmaxf(M, pr[tid][k]);
+        float L = 0.0f;
+        for (int k = 0; k < ns; k++) {
+            const float w = expf(pr[tid][k] - M);
+            L = fmaf(pr[tid][SDC_ATTN_SPLITS + k], w, L);
+            pr[tid][k] = w;   /* the slot's weight, in place of its max */
+        }
+        red[0][tid] = L;
+    }
+    __syncthreads();
+    float O[NO];
+#pragma unroll
+    for (int o = 0; o < NO; o++) O[o] = 0.0f;
+#pragma unroll 4
+    for (int k = 0; k < ns; k++)
+#pragma unroll
+        for (int o = 0; o < NO; o++) {
+            const int i = tid + o * AT_THREADS;
+            if (i < GS * hd) {
+                const int gg = i / hd, d = i - gg * hd;
+                const float v = __ldcg(p.part_o + ((hb + (size_t)gg) * SDC_ATTN_SPLITS + (size_t)k) * hd + d);
+                O[o] = fmaf(v, pr[gg][k], O[o]);
+            }
+        }
+#pragma unroll
+    for (int o = 0; o < NO; o++) {
+        const int i = tid + o * AT_THREADS;
+        if (i < GS * hd) {
+            const int gg = i / hd, d = i - gg * hd;
+            p.out[(hb + (size_t)gg) * hd + d] = O[o] / red[0][gg];
+        }
+    }
+}
+
 /* grid (SDC_ATTN_SPLITS, nkv * (group / GS), T); dynamic shared memory: one or two staged
  * chunks of rs-byte rows (two: K and V land together; one: V after the scores, in K's place) */
 template <int GS, int KVDT>
@@ -85,7 +146,6 @@ __global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params 
     const AtBlock b = at_block<GS>(p);
     if (b.s >= b.nch) return;   /* this slot has no chunk yet */
     const int hd = p.hd;
-    at_load_q<GS>(p, b, qs);
 
     float M[GS], L[GS], O[GS][2];
     at_state_init<GS>(M, L, O);
@@ -94,12 +154,10 @@ __global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params 
         const int key = warp * 32 + lane;
         const bool valid = key < nvalid;
         at_stage<KVDT>(p.k, b.kstride, b.kbase, j0, nvalid, hd, ks, rs);
-        if (two) {
-            at_stage<KVDT>(p.v, b.kstride, b.kbase, j0, nvalid, hd, vs, rs);
-            at_wait<1>();
-        } else {
-            at_wait<0>();
-        }
+        if (two) at_stage<KVDT>(p.v, b.kstride, b.kbase, j0, nvalid, hd, vs, rs);
+        if (ch == b.s) at_load_q<GS>(p, b, qs);   /* while the first chunk's copies are in flight */
+        if (two) at_wait<1>();
+        else at_wait<0>();
         __syncthreads();   /* K (and q) landed for every thread */
 
         /* scores of this lane's key for the GS heads: an fmaf chain over d = 0..hd-1 */
@@ -155,6 +213,10 @@ __global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params 
         }
         __syncthreads();   /* pr, red, K and V are rewritten by the next chunk */
     }
+    if (b.nch == 1) {   /* the only slot: no partials to merge (one write, no round trips) */
+        at_finish_one<GS>(p, b, M, L, O);
+        return;
+    }
     at_write_part<GS>(p, b, M, L, O);
 
     /* The block of the (row, head group) that finishes last merges the used slots (which block
@@ -171,7 +233,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params 
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int i = tid; i < GS * hd; i += AT_THREADS) at_combine(p, b.t, b.h0 + i / hd, i % hd, ns);
+    at_combine_block<GS>(p, b, ns, pr, red);
 }
 
 typedef void (*attn_fn)(const sdc_attn_params, const int, const int);
