@@ -11,33 +11,82 @@
 namespace {
 
 constexpr int QKV_THREADS = 256, QKV_WARPS = QKV_THREADS / 32;
+constexpr int QKV_PER = SDC_QKV_MAX_HD / 32;   /* entries of a head a lane holds, at most */
 
+/* Every load a warp needs is issued before any is used, so the launch costs about one round trip
+ * to memory after the wait (two for the rotation's tables, which need the position first) where
+ * a load per step cost one each: the norm weights even before the wait (no kernel writes them,
+ * common.cuh), the head's row, the position, then cos / sin. The arithmetic is the order stated
+ * above: the lane's squares summed over i = lane, lane + 32, ... (sdc_rms_inv_warp's loop, here
+ * from registers), the same apply, the same rotation. */
 __global__ void __launch_bounds__(QKV_THREADS) qkv_kernel(const sdc_qkv_params p) {
     __shared__ float rowbuf[QKV_WARPS][SDC_QKV_MAX_HD];
-    sdc_grid_enter();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int per_t = p.nh + 2 * p.nkv;
     const int item = blockIdx.x * QKV_WARPS + warp;
-    if (item >= p.T * per_t) return;   /* whole warps: only warp-level syncs below */
-    const int t = item / per_t, h = item - t * per_t, hd = p.hd, half = hd / 2;
+    const bool live = item < p.T * per_t;
+    const int t = live ? item / per_t : 0, h = item - t * per_t, hd = p.hd, half = hd / 2;
+    const bool isv = h >= p.nh + p.nkv, isq = h < p.nh;
+    float wv[QKV_PER];
+    if (live && !isv) {
+        const float *w = isq ? p.qw : p.kw;
+#pragma unroll
+        for (int k = 0; k < QKV_PER; k++) {
+            const int i = lane + 32 * k;
+            wv[k] = i < hd ? __ldg(w + i) : 0.0f;
+        }
+    }
+    sdc_grid_enter();
+    if (!live) return;   /* whole warps: only warp-level syncs below */
     const size_t pos = (size_t)sdc_pos(p.pos_base, p.pos_off, t);
     const size_t kvrow = (size_t)p.nkv * hd;
-    if (h >= p.nh + p.nkv) {   /* v head: stored as is */
+    if (isv) {   /* v head: stored as is */
         const int kh = h - p.nh - p.nkv;
         const float *src = p.v + (size_t)t * kvrow + (size_t)kh * hd;
-        for (int i = lane; i < hd; i += 32) sdc_kv_put(p.kv_dt, p.vc, pos * kvrow + (size_t)kh * hd + i, src[i]);
+        float vv[QKV_PER];
+#pragma unroll
+        for (int k = 0; k < QKV_PER; k++) {
+            const int i = lane + 32 * k;
+            vv[k] = i < hd ? src[i] : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < QKV_PER; k++) {
+            const int i = lane + 32 * k;
+            if (i < hd) sdc_kv_put(p.kv_dt, p.vc, pos * kvrow + (size_t)kh * hd + i, vv[k]);
+        }
         return;
     }
-    const bool isq = h < p.nh;
     const int kh = h - p.nh;
     float *x = isq ? p.q + (size_t)t * p.nh * hd + (size_t)h * hd : p.k + (size_t)t * kvrow + (size_t)kh * hd;
-    const float *w = isq ? p.qw : p.kw;
+    float xv[QKV_PER], cv[QKV_PER / 2], sv[QKV_PER / 2];
+#pragma unroll
+    for (int k = 0; k < QKV_PER; k++) {
+        const int i = lane + 32 * k;
+        xv[k] = i < hd ? x[i] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < QKV_PER / 2; k++) {
+        const int j = lane + 32 * k;
+        cv[k] = j < half ? __ldg(p.cos_t + pos * half + j) : 0.0f;
+        sv[k] = j < half ? __ldg(p.sin_t + pos * half + j) : 0.0f;
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < QKV_PER; k++)
+        if (lane + 32 * k < hd) ss = fmaf(xv[k], xv[k], ss);
+    const float inv = sdc_rms_inv_warp_from(ss, hd, p.eps);
     float *s = rowbuf[warp];
-    const float inv = sdc_rms_inv_warp(x, hd, p.eps, lane);
-    for (int i = lane; i < hd; i += 32) s[i] = sdc_rms_apply(x[i], inv, __ldg(w + i));
+#pragma unroll
+    for (int k = 0; k < QKV_PER; k++) {
+        const int i = lane + 32 * k;
+        if (i < hd) s[i] = sdc_rms_apply(xv[k], inv, wv[k]);
+    }
     __syncwarp();
-    for (int j = lane; j < half; j += 32) {
-        const float c = __ldg(p.cos_t + pos * half + j), sn = __ldg(p.sin_t + pos * half + j);
+#pragma unroll
+    for (int k = 0; k < QKV_PER / 2; k++) {
+        const int j = lane + 32 * k;
+        if (j >= half) continue;
+        const float c = cv[k], sn = sv[k];
         const float x1 = s[j], x2 = s[j + half];
         const float a = x1 * c - x2 * sn, b = x2 * c + x1 * sn;
         x[j] = a;

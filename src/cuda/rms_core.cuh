@@ -10,13 +10,19 @@
 
 constexpr int SDC_RN_THREADS = 256, SDC_RN_WARP_N = 1024;
 
+/* The rest of sdc_rms_inv_warp from a lane's sum ss (its entries lane, lane + 32, ... squared and
+ * added with fmaf in that order), for a caller that holds the row in registers. */
+SDC_D float sdc_rms_inv_warp_from(float ss, int n, float eps) {
+    ss = sdc_warp_sum(ss);
+    return 1.0f / sqrtf(ss / (float)n + eps);
+}
+
 /* A warp's scale for row xr (n <= SDC_RN_WARP_N); every lane gets it. Plain loads: the caller
  * may overwrite the row afterwards. */
 SDC_D float sdc_rms_inv_warp(const float *xr, int n, float eps, int lane) {
     float ss = 0.0f;
     for (int i = lane; i < n; i += 32) ss = fmaf(xr[i], xr[i], ss);
-    ss = sdc_warp_sum(ss);
-    return 1.0f / sqrtf(ss / (float)n + eps);
+    return sdc_rms_inv_warp_from(ss, n, eps);
 }
 
 /* A block's scale for row xr (blockDim.x == SDC_RN_THREADS; ws: SDC_RN_THREADS / 32 floats of
