@@ -709,6 +709,7 @@ int main(void) {
             test_fused_mm(gs[k], 3, odd, 1152, SPECDEC_DTYPE_F16, 8, 64);   /* 8-bit, a quad half full */
             test_fused_mm(gs[k], 2, fg, 512, SPECDEC_DTYPE_BF16, 0, 0);     /* dense: the ops one by one */
             test_fused_mm(gs[k], 1, fq, 2048, SPECDEC_DTYPE_BF16, 4, 32);   /* group 32: f32 at either precision */
+            test_fused_mm(gs[k], 1, fq, 9216, SPECDEC_DTYPE_BF16, 4, 64);   /* a row past the weights held early */
         }
         CHECK(gs[k]->i->sync(gs[k], &E) == SPECDEC_OK, "sync: %s", E.msg);
     }

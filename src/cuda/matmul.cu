@@ -185,31 +185,57 @@ __global__ void __launch_bounds__(256) i8_prep_kernel(const sdc_mm_params p) {
 
 /* The int8 form of rmsnorm(x) * pre_w, a block of SDC_RN_THREADS per token: the row's scale by
  * rms_core.cuh (the order rmsnorm.cu gives a row of cols entries), then warp w normalizes and
- * quantizes quads w, w + 8, ..., writing the normed row to pre_out as rmsnorm.cu would. */
+ * quantizes quads w, w + 8, ..., writing the normed row to pre_out as rmsnorm.cu would. The norm
+ * weights of a warp's first PN_Q quads are loaded into registers before the wait (no kernel
+ * writes them, common.cuh), so after it only x is a round trip. */
+constexpr int PN_WARPS = SDC_RN_THREADS / 32, PN_Q = 8;   /* rows of up to 8192 entries: every weight early */
+
+template <int BITS>
+SDC_D void pn_quad(const float *xr, float *o, float inv, int n, int qd, int lane,
+                   const float (&w4)[4], unsigned char *xb, float2 *sd) {
+    const int col = qd * 128 + 4 * lane;
+    float f[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) f[k] = col + k < n ? sdc_rms_apply(xr[col + k], inv, w4[k]) : 0.0f;
+    mm_i8_quad<BITS>(make_float4(f[0], f[1], f[2], f[3]), lane, xb, sd, qd);
+    /* stored after the quad's shuffles: x of this warp's columns is no longer read */
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        if (col + k < n) o[col + k] = f[k];
+}
+
 template <int BITS>
 __global__ void __launch_bounds__(SDC_RN_THREADS) i8_prep_norm_kernel(const sdc_mm_params p) {
-    __shared__ float ws[SDC_RN_THREADS / 32];
+    __shared__ float ws[PN_WARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = p.cols;
+    const int nq = p.ncp * (BITS == 4 ? 32 : 16) / 128, t = blockIdx.x;
+    float wq[PN_Q][4];
+#pragma unroll
+    for (int k = 0; k < PN_Q; k++) {
+        const int col = (warp + k * PN_WARPS) * 128 + 4 * lane;
+#pragma unroll
+        for (int e = 0; e < 4; e++) wq[k][e] = col + e < n ? __ldg(p.pre_w + col + e) : 0.0f;
+    }
     if (p.early) sdc_grid_release_early();
     else sdc_grid_enter();
     constexpr int XG = BITS == 4 ? 2 : 1;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = p.cols;
-    const int nq = p.ncp * (BITS == 4 ? 32 : 16) / 128, t = blockIdx.x;
     const float *xr = p.x + (size_t)t * (size_t)p.ldx;
     float *o = p.pre_out + (size_t)t * (size_t)p.pre_ld;
     const float inv = n <= SDC_RN_WARP_N ? sdc_rms_inv_warp(xr, n, p.pre_eps, lane) : sdc_rms_inv_block(xr, n, p.pre_eps, ws);
     __syncthreads();   /* every read of x for the scale is done before pre_out (which may be x) is written */
     unsigned char *xb = (unsigned char *)((uint4 *)p.xq + (size_t)t * p.ncp * XG);
     float2 *sd = (float2 *)p.xsd + (size_t)t * p.ncp;
-    for (int qd = warp; qd < nq; qd += SDC_RN_THREADS / 32) {
+#pragma unroll
+    for (int k = 0; k < PN_Q; k++) {
+        const int qd = warp + k * PN_WARPS;
+        if (qd < nq) pn_quad<BITS>(xr, o, inv, n, qd, lane, wq[k], xb, sd);
+    }
+    for (int qd = warp + PN_Q * PN_WARPS; qd < nq; qd += PN_WARPS) {
         const int col = qd * 128 + 4 * lane;
-        float f[4];
+        float w4[4];
 #pragma unroll
-        for (int k = 0; k < 4; k++) f[k] = col + k < n ? sdc_rms_apply(xr[col + k], inv, __ldg(p.pre_w + col + k)) : 0.0f;
-        mm_i8_quad<BITS>(make_float4(f[0], f[1], f[2], f[3]), lane, xb, sd, qd);
-        /* stored after the quad's shuffles: x of this warp's columns is no longer read */
-#pragma unroll
-        for (int k = 0; k < 4; k++)
-            if (col + k < n) o[col + k] = f[k];
+        for (int e = 0; e < 4; e++) w4[e] = col + e < n ? __ldg(p.pre_w + col + e) : 0.0f;
+        pn_quad<BITS>(xr, o, inv, n, qd, lane, w4, xb, sd);
     }
 }
 
