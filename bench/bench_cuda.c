@@ -6,7 +6,7 @@
  * the device-to-device copy bandwidth measured first ((read + write bytes) / time of a 1 GiB
  * copy; benchmarking.md). Random weights of the Qwen3 shapes (never zeros).
  *
- *   ./build/bench_cuda [--quick | --profile] [--device N]
+ *   ./build/bench_cuda [--quick | --profile | --attn | --matmul S:F ...] [--arm-b generic|stream] [--device N]
  *
  * prints, as Markdown tables:
  *   - device, load average, copy bandwidth (median, min, max of 15 copies);
@@ -18,7 +18,7 @@
  *     recorded once each and their replays alternated, 15 of each; then per model and format
  *     the matmul time of one decode step (all layers + LM head, T = 1) against its floor, both arms;
  *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and on the second arm;
- *   - attention (8B shape, bf16 KV) at 128..8192 keys, T = 1 and 4, against the KV bytes, the
+ *   - attention (8B shape, bf16 KV) at 128, 256, 512, 2048 and 8192 keys, T = 1 and 4, against the KV bytes, the
  *     split kernel (attention.cu) and the staged one (attn_staged.cu);
  *   - the cost of one launch, eager and inside a replayed recording;
  *   - bitwise batch-invariance self-checks (a row alone vs the same row in T = 2..64 calls, the
@@ -26,7 +26,8 @@
  * --quick: the embedded and 8B shapes, 4-bit and bf16, T = 1, 2, 4, 8, 16 (a shorter run).
  * --matmul S:F (repeatable): only the matmul tables of shape S (0 embedded, 1 1.7B, 2 8B, 3 32B)
  * and format F (0 q4g64, 1 q8g64, 2 bf16, 3 q4g64 int8, 4 q8g64 int8), T = 1..16, then the fused
- * LM head's and the attention's tables. */
+ * LM head's and the attention's tables. --attn: the attention table alone (after the copy bandwidth,
+ * the self-checks and the launch cost). */
 #ifdef SPECDEC_HAVE_CUDA
 #include "backend/backend.h"
 #include "cuda/cuda_backend.h"
@@ -380,8 +381,10 @@ static void bench_attention(void) {
     c.pos = dalloc(4);
     printf("| attention 32/8 heads, hd 128, bf16 KV | keys | T | split kernel us median (min-max) | staged kernel us "
            "median (min-max) | KV MB | split x floor | staged x floor |\n|---|---|---|---|---|---|---|---|\n");
-    for (int n = 128; n <= 8192; n *= 4)
+    const int keys[] = {128, 256, 512, 2048, 8192};
+    for (size_t ki = 0; ki < sizeof keys / sizeof keys[0]; ki++)
         for (int T = 1; T <= 4; T += 3) {
+            const int n = keys[ki];
             int32_t p0 = n - 1;   /* the first row sees n keys */
             dwrite(c.pos, &p0, 4);
             c.T = T;
@@ -526,13 +529,14 @@ static void profile_run(void) {
 }
 
 int main(int argc, char **argv) {
-    bool quick = false, profile = false;
+    bool quick = false, profile = false, attn_only = false;
     sd_backend_opts o;
     memset(&o, 0, sizeof o);
     int only[16][2], nonly = 0;   /* --matmul S:F: only these matmul tables */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
         else if (!strcmp(argv[i], "--profile")) profile = true;
+        else if (!strcmp(argv[i], "--attn")) attn_only = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) o.device = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arm-b") && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "generic") || !strcmp(argv[i + 1], "stream")))
@@ -542,7 +546,7 @@ int main(int argc, char **argv) {
                  only[nonly][0] < 4 && only[nonly][1] >= 0 && only[nonly][1] < NFMTS) {
             nonly++;
             i++;
-        } else die("usage", "bench_cuda [--quick | --profile | --matmul SHAPE:FORMAT ...] [--arm-b generic|stream] [--device N]");
+        } else die("usage", "bench_cuda [--quick | --profile | --attn | --matmul SHAPE:FORMAT ...] [--arm-b generic|stream] [--device N]");
     }
     if (sd_backend_create("cuda", &o, &G, &E) != SPECDEC_OK) die("cuda backend", E.msg);
     S = sd_cuda_stream(G);
@@ -575,7 +579,9 @@ int main(int argc, char **argv) {
     check_invariance();
     bench_launch();
     const int Tall[] = {1, 2, 4, 8, 16, 32, 64}, Tq[] = {1, 2, 4, 8, 16};
-    if (nonly) {   /* the named tables at T = 1, 2, 4, 8, 16, the fused LM head's after them */
+    if (attn_only) {
+        bench_attention();
+    } else if (nonly) {   /* the named tables at T = 1, 2, 4, 8, 16, the fused LM head's after them */
         for (int k = 0; k < nonly; k++) bench_matmul(&SHAPES[only[k][0]], &FMTS[only[k][1]], Tq, 5);
         bench_lm_argmax();
         bench_attention();

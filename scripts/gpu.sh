@@ -42,6 +42,13 @@
 #             The archive, made where git is, in a folder .git/info/exclude ignores, carried:
 #               git archive C CMakeLists.txt src include tools bench tests ':(exclude)tests/fixtures' \
 #                 ':(exclude)tests/data' ':(exclude)tools/train/results' | xz -1 > .old/src-C.tar.xz
+#   attnab    bench_cuda --matmul 0:3 (the embedded shape's int8 matmuls, then the fused LM head's
+#             and the attention's tables) of this build and of ab's earlier commit, alternated
+#             twice (with ab among the phases)
+#   step      Nsight Compute's duration of every kernel of a short run (prefill and a few decode
+#             steps; the embedded pair and the inflated 8B shape): one CSV row a launch, in order
+#             (STEP_TOKENS, default 5; STEP_LAUNCHES, default 2000); of ab's earlier build too
+#             when ab is among the phases
 #   decide    the decisions only scale can make, on the inflated 8B shape, each arm interleaved in
 #             one specdec bench: the reduced draft vocabulary at 8k / 16k / 32k against the full
 #             head, the verify's projected rows capped at 2 and 3 against K + 1, and the 4-bit MTP
@@ -106,7 +113,7 @@ if has ab; then   # the earlier commit's source (.old/src-*.tar.xz, a git archiv
     oargs=(-DCMAKE_BUILD_TYPE=Release)
     command -v pkg-config >/dev/null && pkg-config --exists jansson 2>/dev/null || oargs+=(-DSPECDEC_DEPS_PREFIX=$ROOT/.dev/deps)
     ( rm -rf /tmp/old-src && mkdir -p /tmp/old-src && tar xJf "$OLD_TAR" -C /tmp/old-src &&
-      cmake -S /tmp/old-src -B /tmp/old-src/b "${oargs[@]}" && cmake --build /tmp/old-src/b -j"$J" --target specdec_cli
+      cmake -S /tmp/old-src -B /tmp/old-src/b "${oargs[@]}" && cmake --build /tmp/old-src/b -j"$J" --target specdec_cli bench_cuda
     ) > "$OUT/old_build.log" 2>&1 &
     OLD_PID=$!
   fi
@@ -165,6 +172,24 @@ if has profile; then   # hardware counters of representative kernels (Nsight Com
     --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     build-gpu/bench_cuda --profile
   log "ncu: $(grep -c 'mm_kernel\|gv_kernel\|gi_kernel\|attn_split' "$OUT/ncu.txt") kernel reports"
+fi
+
+if has step; then   # every kernel of a few decode steps, each one's own duration (ncu serializes them; clocks
+                   # left alone): where a step's time goes besides the matmuls (step_*.csv, one row a launch)
+  for m in "$M" /tmp/inflated-qwen3-8b; do
+    if [ "$m" != "$M" ] && [ ! -d "$m" ]; then
+      run_to 400 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$m" --shape qwen3-8b || { log "inflate 8b FAILED"; continue; }
+    fi
+    tag=$(basename "$m")
+    [ -n "${OLD_PID:-}" ] && wait "$OLD_PID" 2>/dev/null
+    for b in "$BIN" ${OLD_BIN:-}; do   # ab's earlier build too, when there is one
+      [ -x "$b" ] || continue
+      bt=new; [ "$b" = "$BIN" ] || bt=old
+      run_to 400 "$OUT/step_${tag}_$bt.csv" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+        --launch-count ${STEP_LAUNCHES:-2000} "$b" run -m "$m" --backend cuda -p "Hello there" -n ${STEP_TOKENS:-5} --ignore-eos
+      log "step $tag $bt: $(grep -c gpu__time_duration "$OUT/step_${tag}_$bt.csv") kernels profiled ($(tail -1 "$OUT/step_${tag}_$bt.csv"))"
+    done
+  done
 fi
 
 if has e2e; then   # end to end on the embedded pair and the inflated 8B shape: ms/token, phases, launches
@@ -243,6 +268,18 @@ fi
 
 if has bench; then
   [ -x build-gpu/bench_cuda ] && { run_to 500 "$OUT/bench_cuda.md" build-gpu/bench_cuda ${BENCH_ARGS:-}; log "bench_cuda: $(tail -1 "$OUT/bench_cuda.md")"; }
+fi
+
+if has attnab && [ -n "${OLD_PID:-}" ]; then   # the attention table of bench_cuda, this build against the earlier
+                 # commit's (ab's archive; needs ab among the phases), twice each, alternated
+  wait "$OLD_PID"
+  if [ -x /tmp/old-src/b/bench_cuda ]; then
+    for r in 1 2; do
+      run_to 300 "$OUT/attnab_new_$r.md" build-gpu/bench_cuda --matmul 0:3
+      run_to 300 "$OUT/attnab_old_$r.md" /tmp/old-src/b/bench_cuda --matmul 0:3
+    done
+    log "attnab: $(grep -c '^| |' "$OUT/attnab_new_1.md") rows new, $(grep -c '^| |' "$OUT/attnab_old_1.md") old"
+  else log "attnab: the earlier build has no bench_cuda (old_build.log)"; fi
 fi
 
 if has spec; then
