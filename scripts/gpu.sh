@@ -48,7 +48,8 @@
 #   step      Nsight Compute's duration of every kernel of a short run (prefill and a few decode
 #             steps; the embedded pair and the inflated 8B shape): one CSV row a launch, in order
 #             (STEP_TOKENS, default 5; STEP_LAUNCHES, default 2000); of ab's earlier build too
-#             when ab is among the phases
+#             when ab is among the phases; bench/ncu_step.awk sums the last decode step by kernel
+#             (step_*.md)
 #   decide    the decisions only scale can make, on the inflated 8B shape, each arm interleaved in
 #             one specdec bench: the reduced draft vocabulary at 8k / 16k / 32k against the full
 #             head, the verify's projected rows capped at 2 and 3 against K + 1, and the 4-bit MTP
@@ -185,9 +186,10 @@ if has step; then   # every kernel of a few decode steps, each one's own duratio
     for b in "$BIN" ${OLD_BIN:-}; do   # ab's earlier build too, when there is one
       [ -x "$b" ] || continue
       bt=new; [ "$b" = "$BIN" ] || bt=old
-      run_to 400 "$OUT/step_${tag}_$bt.csv" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+      run_to 400 "$OUT/step_${tag}_$bt.csv" ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
         --launch-count ${STEP_LAUNCHES:-2000} "$b" run -m "$m" --backend cuda -p "Hello there" -n ${STEP_TOKENS:-5} --ignore-eos
-      log "step $tag $bt: $(grep -c gpu__time_duration "$OUT/step_${tag}_$bt.csv") kernels profiled ($(tail -1 "$OUT/step_${tag}_$bt.csv"))"
+      awk -F'","' -f bench/ncu_step.awk "$OUT/step_${tag}_$bt.csv" > "$OUT/step_${tag}_$bt.md" 2>&1
+      log "step $tag $bt: $(grep -c gpu__time_duration "$OUT/step_${tag}_$bt.csv") kernels profiled; $(tail -1 "$OUT/step_${tag}_$bt.md")"
     done
   done
 fi
