@@ -98,17 +98,20 @@ check "... with Retry-After" grep -qi '^retry-after: 1' "$h"
 check "server q serves again once the queue drains" [ "$(http POST $Q/v1/completions -d '{"prompt":"a","max_tokens":2}')" = 200 ]
 
 # ---- time per request (--timeout-s 1) ------------------------------------------------------
-# five long requests at once (1000 tokens, classic, on server t: several seconds): the first runs
-# until its second is up and stops; the later ones
-# wait in the queue past their own second (504), except perhaps one that starts just in time
+# five long requests at once (1000 tokens, classic, on server t: several seconds), sent by one curl
+# in parallel so they arrive within a millisecond or two: the first runs until its second is up
+# and stops at the next step; the later ones wait in the queue past their own second (504),
+# except perhaps one that starts just in time (requests sent by five curl processes arrived a few
+# ms apart, and each then started just before its own deadline and ran a step)
 t0=$(date +%s%3N)
-tp=()
+body='{"prompt":"static int","max_tokens":1000,"temperature":0,"specdec":{"ignore_eos":true,"draft":"none"}}'
+args=()
 for i in 1 2 3 4 5; do
-    curl -s -o "$TMP/t$i" -w '%{http_code}' --max-time 30 $T/v1/completions \
-        -d '{"prompt":"static int","max_tokens":1000,"temperature":0,"specdec":{"ignore_eos":true,"draft":"none"}}' >"$TMP/t${i}s" &
-    tp+=($!)
+    [ $i -gt 1 ] && args+=(--next)
+    args+=(-s --max-time 30 -o "$TMP/t$i" -w "%{http_code} $i\n" -d "$body" $T/v1/completions)
 done
-wait "${tp[@]}"
+curl -Z --parallel-immediate "${args[@]}" > "$TMP/tcodes"
+for i in 1 2 3 4 5; do awk -v i=$i '$2 == i { print $1 }' "$TMP/tcodes" > "$TMP/t${i}s"; done
 dt=$(( $(date +%s%3N) - t0 ))
 n_len=0; n_504=0; n_other=0
 for i in 1 2 3 4 5; do
