@@ -16,7 +16,9 @@
  * shape's decode 1.05-1.08x in single runs); a matrix larger than a core's L2 (1 MB on Zen 4 / 5, 2 MB on recent Xeons; the LM
  * head) is prefetched SD_I8_PF_TILES tiles ahead by its first token tile (on the Xeon of the record, where
  * the 1.7B shape streams from DRAM, any distance from 2 to 64 KB and none measured the same). Compiled with the AVX-512
- * flags (CMake); VNNI is asked for here. */
+ * flags (CMake); VNNI is asked for here. In the token tiles the activation broadcast is the
+ * instruction's memory operand and the tokens are reached by two walking pointers
+ * (docs/benchmarks/cpu-zen5-vs-llamacpp-2026-12-05.md: 4-13% faster at T = 2 and 4 on a Zen 5). */
 #include "cpu/ops_i8.h"
 #include <immintrin.h>
 #include <string.h>
@@ -46,6 +48,20 @@ SD_AINLINE __m512i bcast4(const int8_t *p) {
     return _mm512_set1_epi32(v);
 }
 
+/* acc + (w's unsigned bytes . the 4 signed bytes at p, broadcast to every lane), the broadcast
+ * inside the instruction (an embedded {1to16} memory operand): GCC 12 emits a separate
+ * vpbroadcastd for _mm512_dpbusd_epi32(acc, w, bcast4(p)), one more instruction per product.
+ * For tile_nt, where each token's broadcast serves one tile: with tiles in pairs (tile_pair1)
+ * one register broadcast serves both, and the folded form measured 4-11% slower there. */
+SD_AINLINE __m512i dpb_bc(__m512i acc, __m512i w, const int8_t *p) {
+#if defined(__GNUC__)
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t(*)[1])p));
+    return acc;
+#else
+    return _mm512_dpbusd_epi32(acc, w, bcast4(p));
+#endif
+}
+
 /* Tile `tile` (nr of its rows kept) against tokens t0 .. t0 + NT - 1. pf: prefetch the tile pf
  * tiles ahead (0: none). */
 SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, int pf, const int NT, const int bits,
@@ -55,9 +71,9 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, int pf, c
     const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2, sg = (size_t)SD_I8_TILE * es;
     const int nq = SD_I8_QUADS(bits), bpg = P->group / SD_I8_BLOCK;
     const size_t kbb = (size_t)nq * 64, pfo = (size_t)pf * P->tile_bytes;
-    const int8_t *xq[NT_MAX];
-    const float *dv[NT_MAX], *xg[NT_MAX];
-    sd_i8_tokens(a, t0, NT, xq, dv, xg);
+    const size_t ldq = (size_t)a->ldq, ldd = (size_t)a->ldd;
+    const int8_t *xq0 = a->xq + (size_t)t0 * ldq;
+    const float *dv0 = a->d + (size_t)t0 * ldd;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 accS[NT_MAX], accB[NT_MAX];
     for (int t = 0; t < NT; t++) accS[t] = accB[t] = _mm512_setzero_ps();
@@ -81,23 +97,30 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, int pf, c
             } else {
                 for (int u = 0; u < 8; u++) w[u] = _mm512_loadu_si512(wk + 64 * u);
             }
-            for (int t = 0; t < NT; t++) {
-                const int8_t *x = xq[t] + (size_t)b * SD_I8_BLOCK;
-                __m512i I0 = _mm512_setzero_si512(), I1 = _mm512_setzero_si512();
+            /* the tokens' codes and block scales lie ldq / ldd apart: two walking pointers, where
+             * a pointer per token (16 for 8 tokens) left the compiler parking them in vector
+             * registers and moving one back for every token of every block */
+            const int8_t *x = xq0 + (size_t)b * SD_I8_BLOCK;
+            const float *dp = dv0 + b;
+            for (int t = 0; t < NT; t++, x += ldq, dp += ldd) {
                 /* 4-bit: w[2u] pairs with x[8u..], w[2u+1] with x[8u+4..]; 8-bit: w[u] with x[4u..]:
-                 * either way w[k] with x[4k..4k+3] */
+                 * either way w[k] with x[4k..4k+3]. Two chains (one chain per token measured
+                 * 2-7% slower at T = 4 and 8 on the Zen 5 of the record) */
+                __m512i I0 = _mm512_setzero_si512(), I1 = _mm512_setzero_si512();
                 for (int k = 0; k < 8; k += 2) {
-                    I0 = _mm512_dpbusd_epi32(I0, w[k], bcast4(x + 4 * k));
-                    I1 = _mm512_dpbusd_epi32(I1, w[k + 1], bcast4(x + 4 * k + 4));
+                    I0 = dpb_bc(I0, w[k], x + 4 * k);
+                    I1 = dpb_bc(I1, w[k + 1], x + 4 * k + 4);
                 }
-                const __m512 F = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(I0, I1)), _mm512_set1_ps(dv[t][b]));
+                const __m512i I = _mm512_add_epi32(I0, I1);
+                const __m512 F = _mm512_mul_ps(_mm512_cvtepi32_ps(I), _mm512_set1_ps(*dp));
                 accS[t] = _mm512_fmadd_ps(S, F, accS[t]);
             }
         }
     }
+    const float *xg0 = a->xg + (size_t)t0 * a->ldg;
     for (int g = 0; g < P->ng; g++) {
         const __m512 B = load16(dt, tp + P->b_off + (size_t)g * sg);
-        for (int t = 0; t < NT; t++) accB[t] = _mm512_fmadd_ps(B, _mm512_set1_ps(xg[t][g]), accB[t]);
+        for (int t = 0; t < NT; t++) accB[t] = _mm512_fmadd_ps(B, _mm512_set1_ps(xg0[(size_t)t * a->ldg + g]), accB[t]);
     }
     const __mmask16 om = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
     for (int t = 0; t < NT; t++)
