@@ -18,7 +18,7 @@
  * the 1.7B shape streams from DRAM, any distance from 2 to 64 KB and none measured the same). Compiled with the AVX-512
  * flags (CMake); VNNI is asked for here. In the token tiles the activation broadcast is the
  * instruction's memory operand and the tokens are reached by two walking pointers
- * (docs/benchmarks/cpu-zen5-vs-llamacpp-2026-12-05.md: 4-13% faster at T = 2 and 4 on a Zen 5). */
+ * (docs/benchmarks/cpu-zen5-vs-llamacpp-2026-12-05.md: up to 13% less time at T = 2 and 4 on a Zen 5). */
 #include "cpu/ops_i8.h"
 #include <immintrin.h>
 #include <string.h>
