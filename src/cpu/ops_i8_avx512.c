@@ -97,9 +97,9 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, int pf, c
             } else {
                 for (int u = 0; u < 8; u++) w[u] = _mm512_loadu_si512(wk + 64 * u);
             }
-            /* the tokens' codes and block scales lie ldq / ldd apart: two walking pointers, where
-             * a pointer per token (16 for 8 tokens) left the compiler parking them in vector
-             * registers and moving one back for every token of every block */
+            /* the tokens' codes and block scales lie ldq / ldd apart: two walking pointers rather
+             * than a pointer per token (16 live ones at 8 tokens); measured together with the
+             * folded broadcast, not apart */
             const int8_t *x = xq0 + (size_t)b * SD_I8_BLOCK;
             const float *dp = dv0 + b;
             for (int t = 0; t < NT; t++, x += ldq, dp += ldd) {
