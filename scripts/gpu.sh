@@ -274,7 +274,7 @@ fi
 
 if has attnab && [ -n "${OLD_PID:-}" ]; then   # the attention table of bench_cuda, this build against the earlier
                  # commit's (ab's archive; needs ab among the phases), twice each, alternated
-  wait "$OLD_PID"
+  wait "$OLD_PID" 2>/dev/null   # ab's own wait may have reaped it
   if [ -x /tmp/old-src/b/bench_cuda ]; then
     for r in 1 2; do
       run_to 300 "$OUT/attnab_new_$r.md" build-gpu/bench_cuda --matmul 0:3
