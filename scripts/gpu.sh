@@ -47,8 +47,9 @@
 #             twice (with ab among the phases)
 #   step      Nsight Compute's duration of every kernel of a short run (prefill and a few decode
 #             steps; the embedded pair and the inflated 8B shape): one CSV row a launch, in order
-#             (STEP_TOKENS, default 5; STEP_LAUNCHES, default 2000); of ab's earlier build too
-#             when ab is among the phases; bench/ncu_step.awk sums the last decode step by kernel
+#             (STEP_TOKENS, default 5; STEP_LAUNCHES, default 2000; STEP_MODELS, default both); of
+#             ab's earlier build too when ab is among the phases (STEP_OLD=0: not); bench/ncu_step.awk
+#             sums the last decode step by kernel
 #             (step_*.md)
 #   decide    the decisions only scale can make, on the inflated 8B shape, each arm interleaved in
 #             one specdec bench: the reduced draft vocabulary at 8k / 16k / 32k against the full
@@ -177,13 +178,13 @@ fi
 
 if has step; then   # every kernel of a few decode steps, each one's own duration (ncu serializes them; clocks
                    # left alone): where a step's time goes besides the matmuls (step_*.csv, one row a launch)
-  for m in "$M" /tmp/inflated-qwen3-8b; do
+  for m in ${STEP_MODELS:-$M /tmp/inflated-qwen3-8b}; do
     if [ "$m" != "$M" ] && [ ! -d "$m" ]; then
       run_to 400 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$m" --shape qwen3-8b || { log "inflate 8b FAILED"; continue; }
     fi
     tag=$(basename "$m")
     [ -n "${OLD_PID:-}" ] && wait "$OLD_PID" 2>/dev/null
-    for b in "$BIN" ${OLD_BIN:-}; do   # ab's earlier build too, when there is one
+    for b in "$BIN" $([ "${STEP_OLD:-1}" = 1 ] && echo "${OLD_BIN:-}"); do   # ab's earlier build too, when there is one
       [ -x "$b" ] || continue
       bt=new; [ "$b" = "$BIN" ] || bt=old
       run_to 400 "$OUT/step_${tag}_$bt.csv" ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
@@ -202,7 +203,7 @@ os.makedirs('/tmp/pr', exist_ok=True)
 for i, l in enumerate(open('/tmp/prompts8.jsonl')):
     open(f'/tmp/pr/{i}.txt', 'w').write(json.loads(l)['prompt'])
 PY
-  for m in "$M" /tmp/inflated-qwen3-8b; do
+  for m in ${STEP_MODELS:-$M /tmp/inflated-qwen3-8b}; do
     if [ "$m" != "$M" ] && [ ! -d "$m" ]; then
       run_to 300 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$m" --shape qwen3-8b || { log "inflate 8b FAILED"; continue; }
     fi
