@@ -2,10 +2,13 @@
  * over many back-to-back runs, after idle periods (workers asleep), for sizes 1..4 and NULL;
  * with a slow share on a worker (the caller must sleep and be woken) and on the caller; and
  * oversubscribed: three callers, each with its own 3-thread pool, at once (9 threads on a
- * 2-core machine) must all finish with every run correct. Prints (never asserts) the
+ * 2-core machine) must all finish with every run correct. The dynamic split (cpu/split.h):
+ * every unit claimed exactly once for 1..4 threads, odd shapes, a slow thread, and the static
+ * fallback beyond SD_SPLIT_MAXSEG pairs. Prints (never asserts) the
  * empty-run overhead and the oversubscribed wall time. */
 #include "check.h"
 #include "cpu/pool.h"
+#include "cpu/split.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -75,6 +78,54 @@ static int run_many(sd_pool *p, int n, int runs) {
         if (atomic_load(&j.bad_nth) || atomic_load(&j.bad_payload)) errors++;
     }
     return errors;
+}
+
+/* cpu/split.h over a pool: every unit claimed exactly once, runs inside [0, units), at least `min`
+ * long unless they end a segment; a thread's share of one pair is a front or a back walk. */
+typedef struct {
+    sd_split s;
+    _Atomic int *hits;
+    _Atomic int bad;
+    int slow_ith;    /* this thread sleeps before each claim (a late or slow partner) */
+} split_job;
+
+static void split_fn(void *arg, int ith, int nth) {
+    split_job *j = (split_job *)arg;
+    (void)nth;
+    int u0, u1;
+    for (sd_split_it it = sd_split_begin(&j->s, ith); sd_split_next(&it, &u0, &u1);) {
+        if (ith == j->slow_ith) { struct timespec ts = {0, 20000}; nanosleep(&ts, NULL); }
+        if (u0 < 0 || u1 > j->s.units || u1 <= u0) { atomic_fetch_add(&j->bad, 1); break; }
+        for (int u = u0; u < u1; u++) atomic_fetch_add(&j->hits[u], 1);
+    }
+}
+
+static int split_case(sd_pool *p, int units, int min, int nth, int slow_ith) {
+    split_job j;
+    memset(&j, 0, sizeof j);
+    j.hits = calloc((size_t)units + 1, sizeof *j.hits);
+    j.slow_ith = slow_ith;
+    sd_split_init(&j.s, units, min, nth);
+    if (nth == sd_pool_size(p)) sd_pool_run(p, split_fn, &j);
+    else for (int i = 0; i < nth; i++) split_fn(&j, i, nth);   /* more threads than the pool: in turn */
+    int errors = atomic_load(&j.bad);
+    for (int u = 0; u < units; u++) errors += atomic_load(&j.hits[u]) != 1;
+    free(j.hits);
+    return errors;
+}
+
+static void test_split(sd_pool **pools) {
+    static const int units[] = {0, 1, 2, 3, 7, 64, 129, 1000, 9496};
+    for (int n = 1; n <= 4; n++)
+        for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
+            for (int min = 1; min <= 3; min++)
+                for (int slow = -1; slow < n; slow++) {
+                    const int e = split_case(pools[n], units[k], min, n, units[k] <= 129 ? slow : -1);
+                    CHECK(e == 0, "split: units %d min %d threads %d slow %d: %d units not claimed once", units[k], min, n,
+                          slow, e);
+                }
+    /* more threads than the pairs it tracks: the static split, each thread its share once */
+    CHECK(split_case(pools[1], 1000, 2, 2 * SD_SPLIT_MAXSEG + 3, -1) == 0, "split: static fallback");
 }
 
 int main(void) {
@@ -155,6 +206,13 @@ int main(void) {
     if (p) {
         CHECK(run_many(p, sd_pool_size(p) < 8 ? sd_pool_size(p) : 8, 100) == 0 || sd_pool_size(p) > 8, "default pool");
         sd_pool_free(p);
+    }
+    {   /* the dynamic split of cpu/split.h on pools of 1..4 threads */
+        sd_pool *ps[5] = {NULL};
+        for (int n = 1; n <= 4; n++) ps[n] = sd_pool_create(n);
+        if (ps[1] && ps[2] && ps[3] && ps[4]) test_split(ps);
+        else CHECK(0, "pools for the split test");
+        for (int n = 1; n <= 4; n++) sd_pool_free(ps[n]);
     }
     /* create/free without any run */
     for (int n = 1; n <= 4; n++) sd_pool_free(sd_pool_create(n));

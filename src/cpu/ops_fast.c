@@ -9,6 +9,7 @@
 #include "cpu/ops_internal.h"
 #include "cpu/ops_i8.h"
 #include "cpu/calibrate.h"
+#include "cpu/split.h"
 #include <stdio.h>
 #include "util/dtype.h"
 #include "util/err.h"
@@ -179,13 +180,16 @@ static void prep_token(const float *x, int cols, int E, int L, int nb, int g, in
 typedef struct mm_job {
     const sd_isa *isa;
     sd_mm_args a;
+    sd_split split;   /* blocks of 8 rows, shared out while the call runs (cpu/split.h) */
 } mm_job;
 
 static void mm_task(void *arg, int ith, int nth) {
     mm_job *j = (mm_job *)arg;
-    int r0, r1;   /* row ranges on multiples of 8 rows */
-    sd_pool_rows(j->a.W->rows, ith, nth, 8, &r0, &r1);
-    if (r1 > r0) j->isa->mm_rows(&j->a, r0, r1);
+    (void)nth;
+    const int rows = j->a.W->rows;
+    int u0, u1;
+    for (sd_split_it it = sd_split_begin(&j->split, ith); sd_split_next(&it, &u0, &u1);)
+        j->isa->mm_rows(&j->a, u0 * 8, u1 * 8 < rows ? u1 * 8 : rows);
 }
 
 static void fast_matmul(const sd_isa *isa, const sd_mat *W, const float *x, int ldx, float *y, int ldy,
@@ -216,7 +220,9 @@ static void fast_matmul(const sd_isa *isa, const sd_mat *W, const float *x, int 
      * than the work, and far more when the machine is oversubscribed. A result never depends
      * on this choice (each row is computed whole by one thread either way). */
     double macs = (double)W->rows * W->cols * T;
-    if (!p || sd_pool_size(p) == 1 || macs < SD_INLINE_MACS) mm_task(&j, 0, 1);
+    const int in = !p || sd_pool_size(p) == 1 || macs < SD_INLINE_MACS;
+    sd_split_init(&j.split, (W->rows + 7) / 8, 2, in ? 1 : sd_pool_size(p));
+    if (in) mm_task(&j, 0, 1);
     else sd_pool_run(p, mm_task, &j);
     if (sd_ops_dbg_break && T > 1) {
         uint32_t u;

@@ -6,6 +6,7 @@
 #include "cpu/ops_i8.h"
 #include "util/dtype.h"
 #include "sample/sample.h"
+#include "cpu/split.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,7 @@ typedef struct i8_job {
     sd_i8_rows_fn rows;
     sd_i8_args a;
     float *bv; int32_t *bi;       /* argmax per thread and token (NULL: a plain matmul) */
+    sd_split split;               /* the tiles, shared out while the call runs */
 } i8_job;
 
 /* The largest value of y[r0 .. r1) and its lowest index, NaN skipped (index -1: none), by
@@ -259,15 +261,33 @@ static void slice_max(const float *y, int r0, int r1, float *bv, int32_t *bi) {
     *bi = v == v ? r0 + a : -1;
 }
 
+/* This thread's best so far (*bv, *bi) updated with slice [r0, r1)'s: the larger value wins, a tie
+ * the lower index (the runs of a dynamic split come in no fixed order), NaN never. */
+static void slice_max_into(const float *y, int r0, int r1, float *bv, int32_t *bi) {
+    float v;
+    int32_t k;
+    slice_max(y, r0, r1, &v, &k);
+    if (k >= 0 && (*bi < 0 || v > *bv || (v == *bv && k < *bi))) { *bv = v; *bi = k; }
+}
+
 static void i8_task(void *arg, int ith, int nth) {
     i8_job *j = (i8_job *)arg;
-    int r0, r1;   /* ranges on whole tiles; each row is computed whole by one thread */
-    sd_pool_rows(j->a.P->rows, ith, nth, SD_I8_TILE, &r0, &r1);
-    if (r1 > r0) j->rows(&j->a, r0, r1);
-    if (j->bi)   /* this thread's rows while they are in its cache */
-        for (int t = 0; t < j->a.T; t++)
-            slice_max(j->a.y + (size_t)t * j->a.ldy, r0, r1, &j->bv[(size_t)ith * j->a.T + t], &j->bi[(size_t)ith * j->a.T + t]);
+    (void)nth;
+    const int rows = j->a.P->rows;
+    int u0, u1;   /* runs of whole tiles; each row is computed whole by one thread */
+    for (sd_split_it it = sd_split_begin(&j->split, ith); sd_split_next(&it, &u0, &u1);) {
+        const int r0 = u0 * SD_I8_TILE, r1 = u1 * SD_I8_TILE < rows ? u1 * SD_I8_TILE : rows;
+        j->rows(&j->a, r0, r1);
+        if (j->bi)   /* this run's rows while they are in this thread's cache */
+            for (int t = 0; t < j->a.T; t++)
+                slice_max_into(j->a.y + (size_t)t * j->a.ldy, r0, r1, &j->bv[(size_t)ith * j->a.T + t],
+                               &j->bi[(size_t)ith * j->a.T + t]);
+    }
 }
+
+/* Claims of this many tiles at least: a pair of tiles for one token (the kernels' grain), one
+ * tile otherwise. */
+static int split_grain(int T) { return T == 1 ? 2 : 1; }
 
 /* Below this many multiply-adds a call runs on the caller alone (as the f32 path). */
 #define I8_INLINE_MACS 65536.0
@@ -298,7 +318,9 @@ static sd_i8_args call_args(const sd_i8_packed *P, const int8_t *xq, const float
 }
 
 static void run_job(i8_job *j, const sd_mat *W, sd_pool *p) {
-    if (run_inline(p, (double)W->rows * W->cols * j->a.T)) i8_task(j, 0, 1);
+    const int in = run_inline(p, (double)W->rows * W->cols * j->a.T);
+    sd_split_init(&j->split, j->a.P->tiles, split_grain(j->a.T), in ? 1 : sd_pool_size(p));
+    if (in) i8_task(j, 0, 1);
     else sd_pool_run(p, i8_task, j);
 }
 
@@ -339,14 +361,15 @@ int sd_i8_matmul_argmax(sd_i8_rows_fn rows, sd_i8_prep_fn prep, const sd_mat *W,
     i8_job j = {.rows = rows ? rows : sd_i8_rows_c, .a = call_args((const sd_i8_packed *)W->pk, xq, d, xg, y, W->rows, T),
                 .bv = bv, .bi = bi};
     run_job(&j, W, p);
-    /* threads hold ascending row ranges: a later thread wins only with a strictly larger value, so
-     * ties go to the lowest index, as sd_argmax's contract says; all NaN gives 0 as there */
+    /* the larger value wins, a tie the lower index, as sd_argmax's contract says (a thread's rows
+     * are runs in no fixed order); all NaN gives 0 as there */
     for (int t = 0; t < T; t++) {
         int32_t at = -1;
         float best = -INFINITY;
         for (int i = 0; i < nth; i++) {
             const int32_t k = bi[(size_t)i * T + t];
-            if (k >= 0 && (at < 0 || bv[(size_t)i * T + t] > best)) { best = bv[(size_t)i * T + t]; at = k; }
+            const float v = bv[(size_t)i * T + t];
+            if (k >= 0 && (at < 0 || v > best || (v == best && k < at))) { best = v; at = k; }
         }
         out[t] = at < 0 ? 0 : at;
     }
@@ -363,19 +386,21 @@ typedef struct i8n_job {
     int n, tiles;                 /* matrices, their tiles in all */
     sd_i8_args a[SD_I8_N_MAX];
     int t0[SD_I8_N_MAX + 1];      /* matrix m's tiles are [t0[m], t0[m + 1]) of the joint list */
+    sd_split split;
 } i8n_job;
 
 static void i8n_task(void *arg, int ith, int nth) {
     i8n_job *j = (i8n_job *)arg;
-    int a0, a1;   /* this thread's share of the joint tile list, whole tiles */
-    sd_pool_rows(j->tiles, ith, nth, 1, &a0, &a1);
-    for (int m = 0; m < j->n; m++) {
-        const int lo = a0 > j->t0[m] ? a0 : j->t0[m], hi = a1 < j->t0[m + 1] ? a1 : j->t0[m + 1];
-        if (hi <= lo) continue;
-        const int rows = j->a[m].P->rows, r0 = (lo - j->t0[m]) * SD_I8_TILE;
-        const int r1 = (hi - j->t0[m]) * SD_I8_TILE < rows ? (hi - j->t0[m]) * SD_I8_TILE : rows;
-        j->rows(&j->a[m], r0, r1);
-    }
+    (void)nth;
+    int a0, a1;   /* runs of the joint tile list, whole tiles */
+    for (sd_split_it it = sd_split_begin(&j->split, ith); sd_split_next(&it, &a0, &a1);)
+        for (int m = 0; m < j->n; m++) {
+            const int lo = a0 > j->t0[m] ? a0 : j->t0[m], hi = a1 < j->t0[m + 1] ? a1 : j->t0[m + 1];
+            if (hi <= lo) continue;
+            const int rows = j->a[m].P->rows, r0 = (lo - j->t0[m]) * SD_I8_TILE;
+            const int r1 = (hi - j->t0[m]) * SD_I8_TILE < rows ? (hi - j->t0[m]) * SD_I8_TILE : rows;
+            j->rows(&j->a[m], r0, r1);
+        }
 }
 
 int sd_i8_matmul_n(sd_i8_rows_fn rows, sd_i8_prep_fn prep, int n, const sd_mat *const *W, const float *x, int ldx,
@@ -395,7 +420,9 @@ int sd_i8_matmul_n(sd_i8_rows_fn rows, sd_i8_prep_fn prep, int n, const sd_mat *
         macs += (double)W[m]->rows * W[m]->cols * T;
     }
     j.t0[n] = j.tiles;
-    if (run_inline(p, macs)) i8n_task(&j, 0, 1);
+    const int in = run_inline(p, macs);
+    sd_split_init(&j.split, j.tiles, split_grain(T), in ? 1 : sd_pool_size(p));
+    if (in) i8n_task(&j, 0, 1);
     else sd_pool_run(p, i8n_task, &j);
     return 0;
 }
