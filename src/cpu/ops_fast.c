@@ -290,10 +290,17 @@ static void fast_attention(const sd_isa *isa, const sd_attn_shape *s, const sd_k
 }
 
 /* ---------------------------------------------------------------- element-wise ops */
-/* rope and silu_mul: the x86 levels use the scalar reference itself (element-wise, exact,
- * not worth a SIMD copy yet); NEON has its own. */
+/* rope: the x86 levels use the scalar reference itself (element-wise, exact, not worth a SIMD
+ * copy yet); NEON has its own. silu_mul: the x86 SIMD levels use ops_avx2.c's (8 lanes, the
+ * NEON form's bits), the scalar level the reference. */
 #define fast_rope sd_ref_rope
 #define fast_silu_mul sd_ref_silu_mul
+#if defined(__x86_64__) || defined(_M_X64)
+void sd_avx2_silu_mul(float *g, const float *u, int n, int T);
+#define X86_SILU sd_avx2_silu_mul
+#else
+#define X86_SILU fast_silu_mul
+#endif
 
 /* NEON element-wise kernels (ops_neon.c, aarch64 builds only); elsewhere the neon set is
  * never handed out (level_supported), so the portable ones just fill its slots. */
@@ -343,8 +350,8 @@ static sd_i8_rows_fn i8_none(void) { return (sd_i8_rows_fn)0; }
 /* the token preparation: the x86 levels the AVX2 one (the same bits, 5x faster), the others C */
 static sd_i8_prep_fn prep_c(void) { return (sd_i8_prep_fn)0; }
 
-LEVEL_OPS(avx512, sd_isa_avx512, i8_avx512, sd_i8_prep_avx2, fast_rope, fast_silu_mul)
-LEVEL_OPS(avx2, sd_isa_avx2, sd_i8_rows_avx2, sd_i8_prep_avx2, fast_rope, fast_silu_mul)
+LEVEL_OPS(avx512, sd_isa_avx512, i8_avx512, sd_i8_prep_avx2, fast_rope, X86_SILU)
+LEVEL_OPS(avx2, sd_isa_avx2, sd_i8_rows_avx2, sd_i8_prep_avx2, fast_rope, X86_SILU)
 LEVEL_OPS(neon, sd_isa_neon, sd_i8_rows_neon, prep_c, NEON_ROPE, NEON_SILU)
 LEVEL_OPS(scalar, sd_isa_portable, i8_none, prep_c, fast_rope, fast_silu_mul)
 
