@@ -4,7 +4,7 @@
 # runs them one at a time), summed by kernel (name without its template arguments) and grid.
 #   awk -F'","' -f bench/ncu_step.awk step_X.csv
 # Prints a Markdown table (kernel, grid, launches, us in all, us a launch) and the total.
-function short(s) { sub(/^void /, "", s); gsub(/\(anonymous namespace\)::/, "", s); sub(/\(.*/, "", s); sub(/<.*/, "", s); sub(/^.*::/, "", s); return s }
+function short(s) { sub(/^void /, "", s); gsub(/\(anonymous namespace\)::/, "", s); gsub(/<unnamed>::/, "", s); sub(/\(.*/, "", s); sub(/<.*/, "", s); sub(/^.*::/, "", s); return s }
 $0 ~ /gpu__time_duration/ {
     gsub(/^"|"$/, "", $0)
     n++
