@@ -2,8 +2,8 @@
  * split kernel and its combine, attn_staged.cu's kernel), so that they compute every value with the
  * same expressions in the same order: attention.cu's header states the order, and the kernels
  * differ only in how K and V reach the lanes and where the slots are merged. The slots' combine
- * comes in three forms with the one arithmetic: at_combine (an output at a time), at_combine_block
- * (a block's heads, loads batched) and at_finish_one (one slot, from registers). */
+ * comes in two forms with the one arithmetic: at_combine (an output at a time) and at_finish_one
+ * (one slot, from registers). */
 #pragma once
 #include "cuda/attention.h"
 #include "cuda/common.cuh"
@@ -162,63 +162,6 @@ SDC_D void at_combine(const sdc_attn_params &p, int t, int h, int d, int ns) {
         O = fmaf(__ldcg(p.part_o + (b0 + k) * p.hd + d), w, O);
     }
     p.out[(size_t)t * p.nh * p.hd + (size_t)h * p.hd + d] = O / L;
-}
-
-/* at_combine for the block's GS heads of row b.t over slots 0 .. ns - 1, its loads batched: every
- * slot's (M, L) read at once into shared memory (pr, the caller's per-chunk scratch, free by
- * then), then per head M, the weights w_s and L by one thread each, then every output's O with
- * the slots' partials of 4 slots in flight together. Each value is at_combine's expression in at_combine's order (M the fmaxf of
- * the slots from -inf, w_s = expf(M_s - M), L and O fmaf chains over s ascending from 0, O / L),
- * only the loads are issued earlier: at_combine read (M, L, O) slot after slot, one round trip
- * through L2 after another for each of a thread's GS * hd / 128 outputs. */
-template <int GS>
-SDC_D void at_combine_block(const sdc_attn_params &p, const AtBlock &b, int ns, float (&pr)[GS][AT_CK],
-                            float (&red)[AT_WARPS][GS]) {
-    static_assert(2 * SDC_ATTN_SPLITS <= AT_CK, "a head's (M, L) of every slot fit a row of pr");
-    constexpr int NO = (GS * SDC_ATTN_MAX_HD + AT_THREADS - 1) / AT_THREADS;   /* outputs a thread, at most */
-    const int tid = threadIdx.x, hd = p.hd;
-    const size_t hb = (size_t)b.t * p.nh + (size_t)b.h0;   /* (row, first head) */
-    for (int i = tid; i < GS * ns; i += AT_THREADS) {
-        const int gg = i / ns, k = i - gg * ns;
-        const size_t idx = (hb + (size_t)gg) * SDC_ATTN_SPLITS + (size_t)k;
-        pr[gg][k] = __ldcg(p.part_ml + 2 * idx);
-        pr[gg][SDC_ATTN_SPLITS + k] = __ldcg(p.part_ml + 2 * idx + 1);
-    }
-    __syncthreads();
-    if (tid < GS) {
-        float M = -INFINITY;
-        for (int k = 0; k < ns; k++) M = fmaxf(M, pr[tid][k]);
-        float L = 0.0f;
-        for (int k = 0; k < ns; k++) {
-            const float w = expf(pr[tid][k] - M);
-            L = fmaf(pr[tid][SDC_ATTN_SPLITS + k], w, L);
-            pr[tid][k] = w;   /* the slot's weight, in place of its max */
-        }
-        red[0][tid] = L;
-    }
-    __syncthreads();
-    float O[NO];
-#pragma unroll
-    for (int o = 0; o < NO; o++) O[o] = 0.0f;
-#pragma unroll 4
-    for (int k = 0; k < ns; k++)
-#pragma unroll
-        for (int o = 0; o < NO; o++) {
-            const int i = tid + o * AT_THREADS;
-            if (i < GS * hd) {
-                const int gg = i / hd, d = i - gg * hd;
-                const float v = __ldcg(p.part_o + ((hb + (size_t)gg) * SDC_ATTN_SPLITS + (size_t)k) * hd + d);
-                O[o] = fmaf(v, pr[gg][k], O[o]);
-            }
-        }
-#pragma unroll
-    for (int o = 0; o < NO; o++) {
-        const int i = tid + o * AT_THREADS;
-        if (i < GS * hd) {
-            const int gg = i / hd, d = i - gg * hd;
-            p.out[(hb + (size_t)gg) * hd + d] = O[o] / red[0][gg];
-        }
-    }
 }
 
 } // namespace

@@ -17,8 +17,9 @@
  * from shared memory, in the same d order) and o[d] over the keys in order. Which block of a
  * (row, head group) combines the slots changes nothing (it reads every slot's partials); a
  * counter per (row, head group) in scratch, zero between calls, says which block finished last,
- * and that block sets it back to 0; it issues its reads of the partials together
- * (at_combine_block) rather than slot after slot. A row whose keys fit one chunk (a context of up
+ * and that block sets it back to 0, then merges an output at a time (at_combine; a form that
+ * read every slot's partials at once, at_combine_block, ran 1.3x slower at 512 keys and 1.9x at
+ * 2048 on an H200, ~1 us more a slot: docs/benchmarks/cuda-h200-2026-12-06.md). A row whose keys fit one chunk (a context of up
  * to 128 tokens) has one slot: its block writes the output itself (at_finish_one), skipping the
  * partials, the fence, the counter and the re-reads, with at_combine's arithmetic for one slot.
  * The query rows are read while the first chunk's copies are in flight. */
@@ -176,7 +177,7 @@ __global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params 
     __syncthreads();
     if (!last) return;
     __threadfence();
-    at_combine_block<GS>(p, b, ns, pr, red);
+    for (int i = tid; i < GS * hd; i += AT_THREADS) at_combine(p, b.t, b.h0 + i / hd, i % hd, ns);
 }
 
 typedef void (*attn_fn)(const sdc_attn_params, const int, const int);
