@@ -22,6 +22,7 @@
 #define SD_CPU_SPLIT_H
 #include <stdatomic.h>
 #include <stdint.h>
+#include "cpu/pool.h"
 
 #define SD_SPLIT_MAXSEG 32   /* pairs; more threads than 2x this fall back to a static split */
 
@@ -62,8 +63,7 @@ static inline int sd_split_next(sd_split_it *it, int *u0, int *u1) {
     if (it->done) return 0;
     if (s->nseg == 0) {   /* static: this thread's contiguous share, once */
         it->done = 1;
-        *u0 = (int)((long long)s->units * it->ith / s->nth);
-        *u1 = (int)((long long)s->units * (it->ith + 1) / s->nth);
+        sd_pool_rows(s->units, it->ith, s->nth, 1, u0, u1);
         return *u1 > *u0;
     }
     sd_split_seg *g = (sd_split_seg *)&s->seg[it->ith / 2];
