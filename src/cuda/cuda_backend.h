@@ -28,6 +28,10 @@ void sd_cuda_matmul_kernels(int which);
  * LM heads and 2 elsewhere; 2 or 4 for every matrix (SPECDEC_CUDA_GI_ROWS=2 or 4 at backend
  * creation; A/B runs). Same bits either way. */
 void sd_cuda_gi_rows(int rows);
+/* The int8 norm preparation (matmul.cu's i8_prep_norm_kernel): 1 (the default) a token's quads
+ * spread over blocks, one a warp, where the normed row does not overwrite x; 0 one block a token
+ * (SPECDEC_CUDA_NORM_BLOCKS=0 at backend creation; A/B runs). Same bits either way. */
+void sd_cuda_norm_blocks(int spread);
 /* Tests: at most `blocks` blocks and `stages` stages (0: no cap) for the streaming kernel, so
  * small matrices take it through several tiles per block and reuse its stages. */
 void sd_cuda_matmul_stream_cap(int blocks, int stages);

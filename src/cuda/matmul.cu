@@ -183,11 +183,16 @@ __global__ void __launch_bounds__(256) i8_prep_kernel(const sdc_mm_params p) {
                      qd);
 }
 
-/* The int8 form of rmsnorm(x) * pre_w, a block of SDC_RN_THREADS per token: the row's scale by
- * rms_core.cuh (the order rmsnorm.cu gives a row of cols entries), then warp w normalizes and
- * quantizes quads w, w + 8, ..., writing the normed row to pre_out as rmsnorm.cu would. The norm
- * weights of a warp's first PN_Q quads are loaded into registers before the wait (no kernel
- * writes them, common.cuh), so after it only x is a round trip. */
+/* The int8 form of rmsnorm(x) * pre_w, nb blocks of SDC_RN_THREADS per token (block b of token t
+ * is blockIdx.x = t nb + b): each block computes the row's scale by rms_core.cuh (the order
+ * rmsnorm.cu gives a row of cols entries: every block gets the same bits), then warp w of block b
+ * normalizes and quantizes quads g, g + 8 nb, ... with g = 8 b + w, writing the normed row to
+ * pre_out as rmsnorm.cu would. One block a token did a 4096-entry row's 32 quads four at a time
+ * per warp (5.0 us a launch on an H200, 14% of the 8B shape's step); nb = quads / 8 gives each
+ * warp one, every block reading the whole row for its scale (from L2): the 8B shape's classic
+ * decode 1.036-1.040x on an H100 (docs/benchmarks/cuda-h100-2026-12-06.md). nb > 1 only where
+ * pre_out does not overlap x (a block's writes would race another's reads for the scale). The norm weights of a warp's first PN_Q quads are loaded into registers
+ * before the wait (no kernel writes them, common.cuh), so after it only x is a round trip. */
 constexpr int PN_WARPS = SDC_RN_THREADS / 32, PN_Q = 8;   /* rows of up to 8192 entries: every weight early */
 
 template <int BITS>
@@ -205,14 +210,15 @@ SDC_D void pn_quad(const float *xr, float *o, float inv, int n, int qd, int lane
 }
 
 template <int BITS>
-__global__ void __launch_bounds__(SDC_RN_THREADS) i8_prep_norm_kernel(const sdc_mm_params p) {
+__global__ void __launch_bounds__(SDC_RN_THREADS) i8_prep_norm_kernel(const sdc_mm_params p, const int nb) {
     __shared__ float ws[PN_WARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n = p.cols;
-    const int nq = p.ncp * (BITS == 4 ? 32 : 16) / 128, t = blockIdx.x;
+    const int nq = p.ncp * (BITS == 4 ? 32 : 16) / 128, t = blockIdx.x / nb, b = blockIdx.x - t * nb;
+    const int g0 = b * PN_WARPS + warp, gs = nb * PN_WARPS;   /* this warp's quads: g0, g0 + gs, ... */
     float wq[PN_Q][4];
 #pragma unroll
     for (int k = 0; k < PN_Q; k++) {
-        const int col = (warp + k * PN_WARPS) * 128 + 4 * lane;
+        const int col = (g0 + k * gs) * 128 + 4 * lane;
 #pragma unroll
         for (int e = 0; e < 4; e++) wq[k][e] = col + e < n ? __ldg(p.pre_w + col + e) : 0.0f;
     }
@@ -227,10 +233,10 @@ __global__ void __launch_bounds__(SDC_RN_THREADS) i8_prep_norm_kernel(const sdc_
     float2 *sd = (float2 *)p.xsd + (size_t)t * p.ncp;
 #pragma unroll
     for (int k = 0; k < PN_Q; k++) {
-        const int qd = warp + k * PN_WARPS;
+        const int qd = g0 + k * gs;
         if (qd < nq) pn_quad<BITS>(xr, o, inv, n, qd, lane, wq[k], xb, sd);
     }
-    for (int qd = warp + PN_Q * PN_WARPS; qd < nq; qd += PN_WARPS) {
+    for (int qd = g0 + PN_Q * gs; qd < nq; qd += gs) {
         const int col = qd * 128 + 4 * lane;
         float w4[4];
 #pragma unroll
@@ -239,13 +245,26 @@ __global__ void __launch_bounds__(SDC_RN_THREADS) i8_prep_norm_kernel(const sdc_
     }
 }
 
+bool pn_norm_blocks = true;   /* sd_cuda_norm_blocks */
+
+/* Blocks a token for i8_prep_norm_kernel: one quad a warp, or 1 where pre_out overlaps x. */
+int pn_blocks(const sdc_mm_params *p) {
+    const long nq = (long)p->ncp * sdc_mm_chunk_cols(p->fmt) / 128;
+    const uintptr_t x0 = (uintptr_t)p->x, x1 = x0 + ((size_t)(p->T - 1) * (size_t)p->ldx + (size_t)p->cols) * 4;
+    const uintptr_t o0 = (uintptr_t)p->pre_out, o1 = o0 + ((size_t)(p->T - 1) * (size_t)p->pre_ld + (size_t)p->cols) * 4;
+    if (!(o1 <= x0 || x1 <= o0)) return 1;
+    const int nb = (int)((nq + PN_WARPS - 1) / PN_WARPS);
+    return nb > 0 ? nb : 1;
+}
+
 cudaError_t i8_prep(const sdc_mm_params *p, const sdc_dev *d) {
     if (!sdc_mm_i8(p->fmt)) return p->pre == SDC_PRE_NONE ? cudaSuccess : cudaErrorInvalidValue;
     if (!p->xq || !p->xsd || p->ncp != sdc_mm_ncp(p->fmt, p->cols)) return cudaErrorInvalidValue;
     const bool q4 = p->fmt == SDC_MM_Q4I;
     if (p->pre == SDC_PRE_RMSNORM) {
         if (!p->pre_w || !p->pre_out || p->pre_ld < p->cols) return cudaErrorInvalidValue;
-        return sdc_launch(d, q4 ? i8_prep_norm_kernel<4> : i8_prep_norm_kernel<8>, p->T, SDC_RN_THREADS, 0, *p);
+        const int nb = pn_norm_blocks ? pn_blocks(p) : 1;
+        return sdc_launch(d, q4 ? i8_prep_norm_kernel<4> : i8_prep_norm_kernel<8>, p->T * nb, SDC_RN_THREADS, 0, *p, nb);
     }
     const long items = (long)p->T * (p->ncp * sdc_mm_chunk_cols(p->fmt) / 128);
     const int blocks = (int)((items + 7) / 8);
@@ -361,6 +380,7 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
 } // namespace
 
 extern "C" void sd_cuda_matmul_kernels(int which) { g_kernels = which; }
+extern "C" void sd_cuda_norm_blocks(int spread) { pn_norm_blocks = spread != 0; }
 
 extern "C" cudaError_t sdc_mm_init(int bytes, int gv_bytes) {
     cudaError_t e0 = sdc_gv_init(gv_bytes);
