@@ -11,7 +11,8 @@
  *     within a few ulps, rmsnorm bitwise across T and in place;
  *   matmul_n: matrices laid end to end (one launch) and apart, bitwise each matrix's matmul;
  *   the fused ops (norm_matmul_n, matmul_add, swiglu_matmul_add, qk_norm_rope_store) at both
- *     precisions: bitwise the ops they stand for;
+ *     precisions: bitwise the ops they stand for (norm_matmul_n's int8 preparation both spread
+ *     over blocks and in one block a token);
  *   attention: GQA shapes, head_dim 16..256, f32/bf16/f16 caches, contexts up to 33 chunks (the
  *     split slots wrap): within tolerance, and each row bitwise equal alone, inside T = 4 / 9
  *     and across a call split in two. */
@@ -314,21 +315,23 @@ static void test_fused_mm(sd_backend *g, int n, const int *rs, int cols, specdec
     const int Ts[] = {1, 2, 3, 5, 8, 9, 33};
     for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
         const int T = Ts[k];
-        for (int way = 0; way < 2; way++) {   /* 0: joined, 1: apart */
-            CHECK_OP(g, sd_be_norm_matmul_n(g, dw, 1e-6f, dx, ldx, dxn, ldx, n, way ? sep : jp, dy, ld, T), what);
+        for (int way = 0; way < 3; way++) {   /* 0: joined, 1: apart, 2: joined, the norm preparation in one block */
+            sd_cuda_norm_blocks(way != 2);
+            CHECK_OP(g, sd_be_norm_matmul_n(g, dw, 1e-6f, dx, ldx, dxn, ldx, n, way == 1 ? sep : jp, dy, ld, T), what);
+            sd_cuda_norm_blocks(1);
             CHECK_OP(g, g->i->rmsnorm(g, dxr, ldx, dx, ldx, dw, cols, T, 1e-6f), what);
             CHECK_OP(g, sd_be_matmul_n(g, n, sep, dxr, ldx, dz, ld, T), what);
             dget(hy, dxn, (size_t)T * ldx * 4);
             dget(hz, dxr, (size_t)T * ldx * 4);
             int d = rows_differ(hy, hz, T, ldx, cols);
-            CHECK(d == 0, "%s: norm_matmul_n %s, T %d: the normed x differs from rmsnorm's in %d rows", what,
-                  way ? "apart" : "joined", T, d);
+            const char *how = way == 0 ? "joined" : way == 1 ? "apart" : "joined, one block";
+            CHECK(d == 0, "%s: norm_matmul_n %s, T %d: the normed x differs from rmsnorm's in %d rows", what, how, T, d);
             for (int i = 0; i < n; i++) {
                 dget(hy, dy[i], (size_t)T * ld[i] * 4);
                 dget(hz, dz[i], (size_t)T * ld[i] * 4);
                 d = rows_differ(hy, hz, T, ld[i], rs[i]);
                 CHECK(d == 0, "%s: norm_matmul_n %s, T %d: matrix %d differs from rmsnorm + matmul in %d rows", what,
-                      way ? "apart" : "joined", T, i, d);
+                      how, T, i, d);
             }
         }
         /* matmul_add: y (random) += x W0^T, against matmul into scratch then add */
