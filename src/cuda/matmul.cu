@@ -191,8 +191,9 @@ __global__ void __launch_bounds__(256) i8_prep_kernel(const sdc_mm_params p) {
  * per warp (5.0 us a launch on an H200, 14% of the 8B shape's step); nb = quads / 8 gives each
  * warp one, every block reading the whole row for its scale (from L2): the 8B shape's classic
  * decode 1.036-1.040x on an H100 (docs/benchmarks/cuda-h100-2026-12-06.md). nb > 1 only where
- * pre_out does not overlap x (a block's writes would race another's reads for the scale). The norm weights of a warp's first PN_Q quads are loaded into registers
- * before the wait (no kernel writes them, common.cuh), so after it only x is a round trip. */
+ * pre_out does not overlap x (a block's writes would race another's reads for the scale). The
+ * norm weights of a warp's first PN_Q quads are loaded into registers before the wait (no kernel
+ * writes them, common.cuh), so after it only x is a round trip. */
 constexpr int PN_WARPS = SDC_RN_THREADS / 32, PN_Q = 8;   /* rows of up to 8192 entries: every weight early */
 
 template <int BITS>
@@ -247,9 +248,9 @@ __global__ void __launch_bounds__(SDC_RN_THREADS) i8_prep_norm_kernel(const sdc_
 
 bool pn_norm_blocks = true;   /* sd_cuda_norm_blocks */
 
-/* Blocks a token for i8_prep_norm_kernel: one quad a warp, or 1 where pre_out overlaps x. */
-int pn_blocks(const sdc_mm_params *p) {
-    const long nq = (long)p->ncp * sdc_mm_chunk_cols(p->fmt) / 128;
+/* Blocks a token for i8_prep_norm_kernel over nq quads: one quad a warp, or 1 where pre_out
+ * overlaps x. */
+int pn_blocks(const sdc_mm_params *p, long nq) {
     const uintptr_t x0 = (uintptr_t)p->x, x1 = x0 + ((size_t)(p->T - 1) * (size_t)p->ldx + (size_t)p->cols) * 4;
     const uintptr_t o0 = (uintptr_t)p->pre_out, o1 = o0 + ((size_t)(p->T - 1) * (size_t)p->pre_ld + (size_t)p->cols) * 4;
     if (!(o1 <= x0 || x1 <= o0)) return 1;
@@ -261,12 +262,13 @@ cudaError_t i8_prep(const sdc_mm_params *p, const sdc_dev *d) {
     if (!sdc_mm_i8(p->fmt)) return p->pre == SDC_PRE_NONE ? cudaSuccess : cudaErrorInvalidValue;
     if (!p->xq || !p->xsd || p->ncp != sdc_mm_ncp(p->fmt, p->cols)) return cudaErrorInvalidValue;
     const bool q4 = p->fmt == SDC_MM_Q4I;
+    const long nq = (long)p->ncp * sdc_mm_chunk_cols(p->fmt) / 128;   /* quads of 128 columns a token */
     if (p->pre == SDC_PRE_RMSNORM) {
         if (!p->pre_w || !p->pre_out || p->pre_ld < p->cols) return cudaErrorInvalidValue;
-        const int nb = pn_norm_blocks ? pn_blocks(p) : 1;
+        const int nb = pn_norm_blocks ? pn_blocks(p, nq) : 1;
         return sdc_launch(d, q4 ? i8_prep_norm_kernel<4> : i8_prep_norm_kernel<8>, p->T * nb, SDC_RN_THREADS, 0, *p, nb);
     }
-    const long items = (long)p->T * (p->ncp * sdc_mm_chunk_cols(p->fmt) / 128);
+    const long items = (long)p->T * nq;
     const int blocks = (int)((items + 7) / 8);
     if (p->pre == SDC_PRE_SWIGLU) {
         if (!p->pre_u || !p->pre_out || p->pre_ld < p->cols) return cudaErrorInvalidValue;
