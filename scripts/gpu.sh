@@ -38,7 +38,9 @@
 #             docs/benchmarks/cuda-h100-2026-12-05.md; the streaming matmul is not); "attn" the
 #             staged attention alone against the split one; "kv" the KV cache at bf16 against f32,
 #             512 tokens; "gi" gemv_i4.cu's matmul kernel against the generic picks, SPECDEC_CUDA_GI=0; "nb" the int8
-#             norm preparation over several blocks a token against one, SPECDEC_CUDA_NORM_BLOCKS=0). Those two variables, exported before gpu.sh, put every other phase (test
+#             norm preparation over several blocks a token against one, SPECDEC_CUDA_NORM_BLOCKS=0;
+#             "mlp" the MLP block's fused launch (gate/up with SwiGLU and down's int8 preparation in
+#             their epilogue) against norm_matmul_n then swiglu_matmul_add, SPECDEC_CUDA_MLP=0). Those two variables, exported before gpu.sh, put every other phase (test
 #             aside: it runs both kernels itself) on the kernels they name.
 #             The archive, made where git is, in a folder .git/info/exclude ignores, carried:
 #               git archive C CMakeLists.txt src include tools bench tests ':(exclude)tests/fixtures' \
@@ -257,6 +259,11 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
       OLD_ENV="SPECDEC_CUDA_NORM_BLOCKS=0" NEW_ENV="SPECDEC_CUDA_NORM_BLOCKS=1" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
         run_to 500 "$OUT/ab_nb_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
       log "norm preparation spread / one block $tag: $(grep '^| p' "$OUT/ab_nb_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+    fi
+    if [[ $kinds == *" mlp "* ]]; then   # the MLP block's fused launch against norm_matmul_n + swiglu_matmul_add
+      OLD_ENV="SPECDEC_CUDA_MLP=0" NEW_ENV="SPECDEC_CUDA_MLP=1" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
+        run_to 500 "$OUT/ab_mlp_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
+      log "fused MLP / two ops $tag: $(grep '^| p' "$OUT/ab_mlp_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     fi
     if [[ $kinds == *" attn "* ]]; then
       OLD_ENV="SPECDEC_CUDA_ATTN=split" NEW_ENV="SPECDEC_CUDA_ATTN=staged" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \

@@ -10,7 +10,7 @@
  *   embed: bitwise sd_mat_row_f32; rope, add, kv_store: bitwise the reference; rmsnorm, silu_mul:
  *     within a few ulps, rmsnorm bitwise across T and in place;
  *   matmul_n: matrices laid end to end (one launch) and apart, bitwise each matrix's matmul;
- *   the fused ops (norm_matmul_n, matmul_add, swiglu_matmul_add, qk_norm_rope_store) at both
+ *   the fused ops (norm_matmul_n, matmul_add, swiglu_matmul_add, norm_mlp_add, qk_norm_rope_store) at both
  *     precisions: bitwise the ops they stand for (norm_matmul_n's int8 preparation both spread
  *     over blocks and in one block a token);
  *   attention: GQA shapes, head_dim 16..256, f32/bf16/f16 caches, contexts up to 33 chunks (the
@@ -389,6 +389,82 @@ static void test_fused_mm(sd_backend *g, int n, const int *rs, int cols, specdec
     G = g0;
 }
 
+/* norm_mlp_add (gate and up end to end, down alone; hidden H, intermediate I) on g against the
+ * ops one by one on the same backend (rmsnorm, matmul gate, matmul up, silu_mul, matmul down into
+ * scratch, add): x, xn, g and u bitwise, at T from 1 to 9, with the fused MLP launch
+ * (sd_cuda_mlp_fuse(1), where the shapes take it) and without it (norm_matmul_n, then
+ * swiglu_matmul_add). */
+static void test_mlp(sd_backend *g, int H, int I, specdec_dtype dt, int bits, int group, bool gemv) {
+    enum { TMAX = 9 };
+    char what[128];
+    snprintf(what, sizeof what, "norm_mlp_add (%s) H %d I %d %s %d-bit g%d", g->name, H, I, specdec_dtype_name(dt), bits,
+             group);
+    sd_backend *g0 = G;
+    G = g;
+    hmat h[2];
+    sd_mat joined[2];
+    const sd_mat *sep[2], *jp[2];
+    const int rs[2] = {I, I};
+    mats_make(g, 2, rs, H, dt, bits, group, what, h, joined, sep, jp);
+    hmat dn = hmat_make(H, I, dt, bits, group, true);
+    const size_t nx = (size_t)TMAX * H, ni = (size_t)TMAX * I;
+    float *x = malloc(nx * 4), *w = malloc((size_t)H * 4), *ha = malloc(ni * 4), *hb = malloc(ni * 4);
+    fill_normal(x, nx, 1.5f);
+    fill_normal(w, (size_t)H, 1.0f);
+    float *dw = dput(w, (size_t)H * 4);
+    float *dx[2], *dxn[2], *dg[2], *du[2], *dt2 = dput(NULL, nx * 4);
+    for (int k = 0; k < 2; k++) {
+        dx[k] = dput(x, nx * 4);
+        dxn[k] = dput(NULL, nx * 4);
+        dg[k] = dput(NULL, ni * 4);
+        du[k] = dput(NULL, ni * 4);
+    }
+    const int Ts[] = {1, 2, 3, 5, 8, 9};
+    for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
+        for (int fuse = 1; fuse >= 0; fuse--) {
+            const int T = Ts[ti];
+            for (int k = 0; k < 2; k++) CHECK(g->i->write(g, dx[k], x, nx * 4, &E) == SPECDEC_OK, "write: %s", E.msg);
+            sd_cuda_mlp_fuse(fuse);
+            const long n0 = sd_cuda_mlp_taken();
+            CHECK_OP(g, sd_be_norm_mlp_add(g, dw, 1e-6f, dx[0], H, dxn[0], H, jp[0], jp[1], &dn.d, dg[0], du[0], T, dt2),
+                     what);
+            sd_cuda_mlp_fuse(1);
+            /* the fused launch is taken exactly where it applies: int8, 4-bit rows, T <= 2, the
+             * default kernels (these shapes have fewer 32-row groups than blocks fit the GPU) */
+            const bool expect = fuse && gemv && g->int8 && bits == 4 && T <= 2;
+            CHECK((sd_cuda_mlp_taken() > n0) == expect, "%s, T %d: the fused MLP launch %s", what, T,
+                  expect ? "was not taken" : "was taken where it does not apply");
+            /* the ops one by one */
+            CHECK_OP(g, g->i->rmsnorm(g, dxn[1], H, dx[1], H, dw, H, T, 1e-6f), what);
+            CHECK_OP(g, g->i->matmul(g, sep[0], dxn[1], H, dg[1], I, T), what);
+            CHECK_OP(g, g->i->matmul(g, sep[1], dxn[1], H, du[1], I, T), what);
+            CHECK_OP(g, g->i->silu_mul(g, dg[1], du[1], I, T), what);
+            CHECK_OP(g, g->i->matmul(g, &dn.d, dg[1], I, dt2, H, T), what);
+            CHECK_OP(g, g->i->add(g, dx[1], dt2, (size_t)T * H), what);
+            const char *how = fuse ? "fused" : "two ops";
+            const struct { float *a, *b; int n; const char *name; } cmp[4] = {
+                {dxn[0], dxn[1], H, "xn"}, {du[0], du[1], I, "u"}, {dg[0], dg[1], I, "g (silu(g) * u)"}, {dx[0], dx[1], H, "x"}};
+            for (int c = 0; c < 4; c++) {
+                dget(ha, cmp[c].a, (size_t)T * cmp[c].n * 4);
+                dget(hb, cmp[c].b, (size_t)T * cmp[c].n * 4);
+                const int d = rows_differ(ha, hb, T, cmp[c].n, cmp[c].n);
+                CHECK(d == 0, "%s (%s), T %d: %s differs from the ops one by one in %d rows", what, how, T, cmp[c].name, d);
+            }
+        }
+    for (int k = 0; k < 2; k++) {
+        dfree(dx[k]);
+        dfree(dxn[k]);
+        dfree(dg[k]);
+        dfree(du[k]);
+    }
+    dfree(dt2);
+    dfree(dw);
+    hmat_free(&dn);
+    mats_free(g, 2, h, joined);
+    free(x); free(w); free(ha); free(hb);
+    G = g0;
+}
+
 /* qk_norm_rope_store against q_norm, k_norm, two ropes and two KV stores on the same backend:
  * q, k and both caches bitwise, rows at positions 40.. of a 64-row cache. */
 static void test_qkv_fused(int nh, int nkv, int hd, sd_kv_dtype_e kdt, int T) {
@@ -713,6 +789,14 @@ int main(void) {
             test_fused_mm(gs[k], 2, fg, 512, SPECDEC_DTYPE_BF16, 0, 0);     /* dense: the ops one by one */
             test_fused_mm(gs[k], 1, fq, 2048, SPECDEC_DTYPE_BF16, 4, 32);   /* group 32: f32 at either precision */
             test_fused_mm(gs[k], 1, fq, 9216, SPECDEC_DTYPE_BF16, 4, 64);   /* a row past the weights held early */
+        }
+        /* the MLP block: rows of 1024 (a warp's norm) and 2048 (a block's); f16 scales; 8-bit
+         * (the two ops: the fused launch takes 4-bit only); dense */
+        test_mlp(gs[k], 2048, 3072, SPECDEC_DTYPE_BF16, 4, 64, km == 0);
+        if (!quick) {
+            test_mlp(gs[k], 1024, 2048, SPECDEC_DTYPE_F16, 4, 128, km == 0);
+            test_mlp(gs[k], 1024, 1024, SPECDEC_DTYPE_BF16, 8, 64, km == 0);
+            test_mlp(gs[k], 512, 1024, SPECDEC_DTYPE_BF16, 0, 0, km == 0);
         }
         CHECK(gs[k]->i->sync(gs[k], &E) == SPECDEC_OK, "sync: %s", E.msg);
     }

@@ -242,6 +242,18 @@ specdec_status sd_be_swiglu_matmul_add(sd_backend *b, const sd_mat *W, float *g,
     return add_rows(b, y, ldy, tmp, W->rows, T);
 }
 
+specdec_status sd_be_norm_mlp_add(sd_backend *b, const float *w, float eps, float *x, int ldx, float *xn, int ldxn,
+                                  const sd_mat *gate, const sd_mat *up, const sd_mat *down, float *g, float *u, int T,
+                                  float *tmp) {
+    if (b->i->norm_mlp_add) return b->i->norm_mlp_add(b, w, eps, x, ldx, xn, ldxn, gate, up, down, g, u, T);
+    if (!gate || !up || !down) return sd_fail(&b->err, SPECDEC_ERR_INVALID_ARG, "norm_mlp_add: NULL weight");
+    const sd_mat *W[2] = {gate, up};
+    float *y[2] = {g, u};
+    const int ld[2] = {gate->rows, gate->rows};
+    SD_TRY(sd_be_norm_matmul_n(b, w, eps, x, ldx, xn, ldxn, 2, W, y, ld, T));
+    return sd_be_swiglu_matmul_add(b, down, g, u, x, ldx, T, tmp);
+}
+
 specdec_status sd_be_qk_norm_rope_store(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
                                         float *k, const float *v, const float *qw, const float *kw, float eps, int T,
                                         sd_pos pos, const float *cos_t, const float *sin_t) {

@@ -172,6 +172,11 @@ typedef struct sd_backend_i {
     /* g (T, n) = silu(g) * u with n = W->cols (silu_mul), then y (T, ldy) += g . W^T (matmul_add). */
     specdec_status (*swiglu_matmul_add)(sd_backend *b, const sd_mat *W, float *g, const float *u, float *y, int ldy,
                                         int T);
+    /* The MLP block: norm_matmul_n over gate and up (xn = rmsnorm(x) * w by gate->cols entries,
+     * g = xn . gate^T, u = xn . up^T, both (T, gate->rows)), then swiglu_matmul_add over down
+     * (g = silu(g) * u, x += g . down^T); xn, g, u and x bit for bit what those two ops leave. */
+    specdec_status (*norm_mlp_add)(sd_backend *b, const float *w, float eps, float *x, int ldx, float *xn, int ldxn,
+                                   const sd_mat *gate, const sd_mat *up, const sd_mat *down, float *g, float *u, int T);
     /* Qwen3's steps from the q/k/v projections to attention: q (T, nh*hd) and k (T, nkv*hd) normed
      * per head (rmsnorm by qw / kw over hd) and rotated (rope) in place, then k and v stored into
      * the layer's caches (kv_store) at pos(t). */
@@ -298,6 +303,9 @@ specdec_status sd_be_matmul_add(sd_backend *b, const sd_mat *W, const float *x, 
                                 float *tmp);
 specdec_status sd_be_swiglu_matmul_add(sd_backend *b, const sd_mat *W, float *g, const float *u, float *y, int ldy,
                                        int T, float *tmp);
+specdec_status sd_be_norm_mlp_add(sd_backend *b, const float *w, float eps, float *x, int ldx, float *xn, int ldxn,
+                                  const sd_mat *gate, const sd_mat *up, const sd_mat *down, float *g, float *u, int T,
+                                  float *tmp);
 specdec_status sd_be_qk_norm_rope_store(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
                                         float *k, const float *v, const float *qw, const float *kw, float eps, int T,
                                         sd_pos pos, const float *cos_t, const float *sin_t);

@@ -282,6 +282,8 @@ static specdec_status cu_reserve(sd_backend *b, const sd_attn_shape *s, int max_
     if (c->i8) {   /* the widest row int8 takes (sd_i8_applies: 32768 columns), 4-bit's layout the larger */
         SD_TRY(cu_scratch(c, &c->i8x, sdc_mm_i8_xq_bytes(SDC_MM_Q4I, 32768, max_T), "int8 activations", err));
         SD_TRY(cu_scratch(c, &c->i8s, sdc_mm_i8_xsd_bytes(SDC_MM_Q8I, 32768, max_T), "int8 block scales", err));
+        SD_TRY(cu_scratch(c, &c->i8x2, sdc_mm_i8_xq_bytes(SDC_MM_Q4I, 32768, 8), "int8 MLP activations", err));
+        SD_TRY(cu_scratch(c, &c->i8s2, sdc_mm_i8_xsd_bytes(SDC_MM_Q4I, 32768, 8), "int8 MLP block scales", err));
     }
     return SPECDEC_OK;
 }
@@ -459,6 +461,8 @@ static void cu_free(sd_backend *b) {
     cudaFree(c->lma.p);
     cudaFree(c->i8x.p);
     cudaFree(c->i8s.p);
+    cudaFree(c->i8x2.p);
+    cudaFree(c->i8s2.p);
     if (c->ring) cudaFreeHost(c->ring);
     if (c->rbuf) cudaFreeHost(c->rbuf);
     for (int i = 0; i < 2; i++)
@@ -526,6 +530,7 @@ static bool cu_supports(const sd_backend *b, sd_op op, const sd_op_desc *d) {
 static const sd_backend_i cuda_i = {
     SD_BACKEND_MEMORY(cu), SD_BACKEND_RECORDING(cu), SD_BACKEND_OPS(cu), .matmul_n = cu_matmul_n, .lm_argmax = cu_lm_argmax,
     .norm_matmul_n = cu_norm_matmul_n, .matmul_add = cu_matmul_add, .swiglu_matmul_add = cu_swiglu_matmul_add,
+    .norm_mlp_add = cu_norm_mlp_add,
     .qk_norm_rope_store = cu_qk_norm_rope_store,
 };
 
@@ -588,6 +593,8 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     if (atv && (!strcmp(atv, "staged") || !strcmp(atv, "split"))) sd_cuda_attention_kernel(atv[1] == 't');
     const char *nbv = getenv("SPECDEC_CUDA_NORM_BLOCKS");   /* 0: the int8 norm preparation in one block a token (A/B runs) */
     if (nbv && (!strcmp(nbv, "0") || !strcmp(nbv, "1"))) sd_cuda_norm_blocks(nbv[0] == '1');
+    const char *mlv = getenv("SPECDEC_CUDA_MLP");   /* 0: the MLP block as norm_matmul_n, swiglu_matmul_add (A/B runs) */
+    if (mlv && (!strcmp(mlv, "0") || !strcmp(mlv, "1"))) sd_cuda_mlp_fuse(mlv[0] == '1');
     specdec_status st = SPECDEC_OK;
     if ((e = cudaStreamCreateWithFlags(&c->dev.stream, cudaStreamNonBlocking)) != cudaSuccess)
         st = cu_cuda_fail(c, err, e, "creating the stream");
@@ -636,8 +643,10 @@ void sd_cuda_set_int8(sd_backend *b, int on) {
     b->int8 = c->i8;
     if (c->i8) {   /* scratch for 64 tokens of the widest row, ahead of any recording (a failure shows at the op) */
         specdec_err e;
-        if (cu_scratch(c, &c->i8x, sdc_mm_i8_xq_bytes(SDC_MM_Q4I, 32768, 64), "int8 activations", &e) == SPECDEC_OK)
-            cu_scratch(c, &c->i8s, sdc_mm_i8_xsd_bytes(SDC_MM_Q8I, 32768, 64), "int8 block scales", &e);
+        if (cu_scratch(c, &c->i8x, sdc_mm_i8_xq_bytes(SDC_MM_Q4I, 32768, 64), "int8 activations", &e) == SPECDEC_OK &&
+            cu_scratch(c, &c->i8s, sdc_mm_i8_xsd_bytes(SDC_MM_Q8I, 32768, 64), "int8 block scales", &e) == SPECDEC_OK &&
+            cu_scratch(c, &c->i8x2, sdc_mm_i8_xq_bytes(SDC_MM_Q4I, 32768, 8), "int8 MLP activations", &e) == SPECDEC_OK)
+            cu_scratch(c, &c->i8s2, sdc_mm_i8_xsd_bytes(SDC_MM_Q4I, 32768, 8), "int8 MLP block scales", &e);
     }
     snprintf(c->kernels + strcspn(c->kernels, ")") + 1, sizeof c->kernels - strcspn(c->kernels, ")") - 1, "%s",
              c->i8 ? " int8" : "");

@@ -28,6 +28,13 @@ void sd_cuda_matmul_kernels(int which);
  * LM heads and 2 elsewhere; 2 or 4 for every matrix (SPECDEC_CUDA_GI_ROWS=2 or 4 at backend
  * creation; A/B runs). Same bits either way. */
 void sd_cuda_gi_rows(int rows);
+/* The MLP block at int8 (norm_mlp_add): 1 (the default) gate and up with the SwiGLU and the
+ * down projection's int8 preparation in their epilogue (gemv_i4.cu's gi_swq_kernel), where the
+ * shapes allow; 0 norm_matmul_n then swiglu_matmul_add (SPECDEC_CUDA_MLP=0 at backend creation;
+ * A/B runs). Same bits either way. */
+void sd_cuda_mlp_fuse(int on);
+/* Tests: how many MLP blocks the process has queued as the fused launch so far. */
+long sd_cuda_mlp_taken(void);
 /* The int8 norm preparation (matmul.cu's i8_prep_norm_kernel): 1 (the default) a token's quads
  * spread over blocks, one a warp, where the normed row does not overwrite x; 0 one block a token
  * (SPECDEC_CUDA_NORM_BLOCKS=0 at backend creation; A/B runs). Same bits either way. */

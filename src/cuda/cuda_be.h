@@ -52,6 +52,7 @@ typedef struct cuda_be {
     cu_buf rowpart;               /* argmax / sampler per-block partials */
     cu_buf lma;                   /* fused LM head per-block partials */
     cu_buf i8x, i8s;              /* precision int8: the quantized x of a matmul (codes, block scales) */
+    cu_buf i8x2, i8s2;            /* the same for the down projection, made by the gate/up launch (norm_mlp_add) */
     /* recordings */
     bool capturing;
     uint64_t cap_key, cap_ops;
@@ -106,6 +107,8 @@ specdec_status cu_norm_matmul_n(sd_backend *b, const float *w, float eps, const 
                                 int ldxn, int n, const sd_mat *const *W, float *const *y, const int *ldy, int T);
 specdec_status cu_matmul_add(sd_backend *b, const sd_mat *W, const float *x, int ldx, float *y, int ldy, int T);
 specdec_status cu_swiglu_matmul_add(sd_backend *b, const sd_mat *W, float *g, const float *u, float *y, int ldy, int T);
+specdec_status cu_norm_mlp_add(sd_backend *b, const float *w, float eps, float *x, int ldx, float *xn, int ldxn,
+                               const sd_mat *gate, const sd_mat *up, const sd_mat *down, float *g, float *u, int T);
 specdec_status cu_qk_norm_rope_store(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q, float *k,
                                      const float *v, const float *qw, const float *kw, float eps, int T, sd_pos pos,
                                      const float *cos_t, const float *sin_t);

@@ -265,6 +265,56 @@ specdec_status cu_swiglu_matmul_add(sd_backend *b, const sd_mat *W, float *g, co
     return cu_op_end(c, sdc_matmul(&p, &c->dev), "swiglu_matmul_add");
 }
 
+/* norm_matmul_n over gate and up, then swiglu_matmul_add over down. At int8, where the shapes
+ * allow (sdc_mlp), in three launches: the norm preparation, gate and up with the SwiGLU and
+ * down's int8 preparation in their epilogue, and down; the same bits (matmul.h). Else the two
+ * ops. */
+specdec_status cu_norm_mlp_add(sd_backend *b, const float *w, float eps, float *x, int ldx, float *xn, int ldxn,
+                               const sd_mat *gate, const sd_mat *up, const sd_mat *down, float *g, float *u, int T) {
+    cuda_be *c = cu_of(b);
+    OP_BEGIN(c);
+    if (!w || !x || !xn || !gate || !up || !down || !g || !u) return BAD(c, SPECDEC_ERR_INVALID_ARG, "norm_mlp_add: NULL argument");
+    const int I = gate->rows, cols = gate->cols;
+    if (up->rows != I || up->cols != cols || down->cols != I || T < 0 || ldx < down->rows || ldx < cols || ldxn < cols ||
+        (xn == x && ldxn != ldx))
+        return BAD(c, SPECDEC_ERR_INVALID_ARG,
+                   "norm_mlp_add: bad shape (gate %d x %d, up %d x %d, down %d x %d, T %d, ldx %d, ldxn %d)", I, cols,
+                   up->rows, up->cols, down->rows, down->cols, T, ldx, ldxn);
+    const sd_mat *W[2] = {gate, up};
+    float *y[2] = {g, u};
+    const int ld[2] = {I, I};
+    if (c->i8 && T >= 1 && xn != x) {
+        sdc_mm_params p[2], f, dp;
+        bool joined;
+        SD_TRY(mm_join(c, "norm_mlp_add", 2, W, xn, ldxn, y, ld, T, p, &f, &joined));
+        SD_TRY(mm_params(c, "norm_mlp_add", down, g, I, T, &dp));
+        const size_t xqb = sdc_mm_i8_xq_bytes(SDC_MM_Q4I, I, T), xsb = sdc_mm_i8_xsd_bytes(SDC_MM_Q4I, I, T);
+        if (joined && f.fmt == SDC_MM_Q4I && dp.fmt == SDC_MM_Q4I && T <= 8 && !c->capturing) {   /* reserve() sizes it ahead of recordings */
+            SD_TRY(cu_scratch(c, &c->i8x2, xqb, "int8 MLP activations", &b->err));
+            SD_TRY(cu_scratch(c, &c->i8s2, xsb, "int8 MLP block scales", &b->err));
+        }
+        if (joined && f.fmt == SDC_MM_Q4I && dp.fmt == SDC_MM_Q4I && c->i8x2.cap >= xqb && c->i8s2.cap >= xsb) {
+            f.x = x;
+            f.ldx = ldx;
+            f.xvec = aligned16(x) && ldx % 4 == 0;
+            f.pre = SDC_PRE_RMSNORM;
+            f.pre_w = w;
+            f.pre_eps = eps;
+            f.pre_out = xn;
+            f.pre_ld = ldxn;
+            SD_TRY(i8_scratch(c, &f, T));
+            dp.y = x;
+            dp.ldy = ldx;
+            dp.acc = 1;
+            int taken = 0;
+            const cudaError_t e = sdc_mlp(&f, &dp, c->i8x2.p, c->i8s2.p, &c->dev, &taken);
+            if (e != cudaSuccess || taken) return cu_op_end(c, e, "norm_mlp_add");
+        }
+    }
+    SD_TRY(cu_norm_matmul_n(b, w, eps, x, ldx, xn, ldxn, 2, W, y, ld, T));
+    return cu_swiglu_matmul_add(b, down, g, u, x, ldx, T);
+}
+
 specdec_status cu_qk_norm_rope_store(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q, float *k,
                                      const float *v, const float *qw, const float *kw, float eps, int T, sd_pos pos,
                                      const float *cos_t, const float *sin_t) {

@@ -161,6 +161,86 @@ __global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_kernel(const s
     }
 }
 
+/* The gate and up projections of an MLP (one matrix of 2 I rows: gate's I, then up's) with the
+ * SwiGLU and the int8 preparation of the down projection's x in their epilogue: block b takes
+ * the 32-row groups b, b + grid, ...; for group G warp w computes the pairs (gate row i, up row i),
+ * i = 32 G + 8 k + w, k = 0..3, each pair as gi_kernel's two rows of a warp (the same per-row code,
+ * so g and u are matmul's bits), then lane t writes token t's h = silu(g) * u (pointwise.cu's
+ * expression) to o.g and u to o.u, and keeps h; once the group is complete warp t quantizes
+ * token t's 32 values h (mm_core.cuh's mm_i8_block32) into o.xq / o.xsd, chunk G of the down
+ * projection's x, as its preparation kernel would. The MLP block then needs no preparation
+ * kernel for down: one launch fewer in the chain. */
+template <int TT, int SDT>
+__global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_swq_kernel(const sdc_mm_params p, const sdc_swq_out o,
+                                                                             const int nj) {
+    constexpr int R = 2, D = GiShape<TT, 2>::D;
+    typedef typename Sv<SDT>::raw sraw;
+    __shared__ float hs[TT][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;   /* 8 warps */
+    const uint32_t rowq = (uint32_t)p.cols >> 5;
+    const uint32_t ngroups = (uint32_t)(p.cols / p.group);
+    const int gs = __ffs(p.group) - 6;
+    const int glane = lane >> gs, gstep = 32 >> gs;
+    const uint4 *W = (const uint4 *)p.w;
+    const sraw *S = (const sraw *)p.scales, *B = (const sraw *)p.biases;
+    const float4 *xs = (const float4 *)p.xq;
+    const float *sx = (const float *)p.xsd;
+    const int tile_ch = p.ncp, xt4 = 2 * p.ncp;
+    const int I = p.rows >> 1, ngrp = I >> 5;
+    const size_t txq = (size_t)o.ncp * 32;   /* bytes of a token's codes in o.xq */
+
+    if (blockIdx.x < ngrp) {   /* the weights are no kernel's output: the first pair towards L2 */
+        const int i = blockIdx.x * 32 + warp;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int j = 0; j < D; j++)
+                if (j < nj) {
+                    const uint4 *a = W + (uint32_t)(i + r * I) * rowq + lane + 32 * j;
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+                }
+    }
+    sdc_grid_enter();
+
+    for (int G = blockIdx.x; G < ngrp; G += gridDim.x) {
+#pragma unroll 1
+        for (int k = 0; k < 4; k++) {
+            const int i = G * 32 + k * 8 + warp;
+            uint32_t wo[R], so[R];
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const uint32_t row = (uint32_t)(i + r * I);
+                wo[r] = row * rowq + (uint32_t)lane;
+                so[r] = row * ngroups + (uint32_t)glane;
+            }
+            float acc[R][TT];
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
+            int j0 = 0;
+            for (; j0 + D <= nj; j0 += D) gi_batch<TT, SDT, R, D>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
+            for (; j0 < nj; j0++) gi_batch<TT, SDT, R, 1>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+#pragma unroll
+                for (int t = 0; t < TT; t++) acc[r][t] = sdc_warp_sum(acc[r][t]);
+#pragma unroll
+            for (int t = 0; t < TT; t++)
+                if (t < p.T && lane == t) {
+                    const float g = acc[0][t], u = acc[1][t];
+                    const float h = g / (1.0f + expf(-g)) * u;
+                    o.g[(size_t)t * (size_t)o.ld + (size_t)i] = h;
+                    o.u[(size_t)t * (size_t)o.ld + (size_t)i] = u;
+                    hs[t][k * 8 + warp] = h;
+                }
+        }
+        __syncthreads();
+        if (warp < p.T) mm_i8_block32(hs[warp][lane], lane, (unsigned char *)o.xq + (size_t)warp * txq, (float2 *)o.xsd + (size_t)warp * o.ncp, G);
+        __syncthreads();   /* hs is the next group's */
+    }
+}
+
 typedef void (*gi_fn)(const sdc_mm_params, const int, const int);
 
 int g_rows = 0;   /* sd_cuda_gi_rows: 0 the rule of sdc_gi_plan_for, else 2 or 4 */
@@ -211,4 +291,45 @@ extern "C" int sdc_gi_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
 
 extern "C" cudaError_t sdc_gi_launch(const sdc_gi_plan *pl, const sdc_mm_params *p, const sdc_dev *d) {
     return sdc_launch(d, (gi_fn)pl->fn, pl->grid, pl->nw * 32, pl->smem, *p, pl->nj, pl->nrb);
+}
+
+typedef void (*swq_fn)(const sdc_mm_params, const sdc_swq_out, const int);
+
+template <int SDT> swq_fn swq_pick_tt(int ti) { return ti == 0 ? gi_swq_kernel<1, SDT> : gi_swq_kernel<2, SDT>; }
+
+extern "C" int sdc_gi_swq_plan(const sdc_mm_params *p, const sdc_dev *d, sdc_gi_plan *pl, cudaError_t *e) {
+    *e = cudaSuccess;
+    sdc_gi_plan base;
+    const int r = sdc_gi_plan_for(p, d, 0, &base, e);   /* gemv_i4.cu's conditions on the matrix */
+    if (r <= 0) return r;
+    if (p->nseg != 2 || p->rows % 64 != 0 || p->seg[1].row0 != p->rows / 2 || p->pre != SDC_PRE_NONE) return 0;
+    /* T <= 2 only, and only where every 32-row group has a block of its own (one wave): a block
+     * works through its groups one after another, so where some blocks take two the launch
+     * lasts two groups' time. On an H100, 8B shape (384 groups): classic decode (T = 1, 396
+     * blocks) 1.024-1.027x; with verifies of T = 4..8 taken too (264 blocks) MTP ran 0.97x
+     * (docs/benchmarks/cuda-h100-2026-12-06b.md). */
+    if (p->T > 2) return 0;
+    const int ti = p->T <= 1 ? 0 : 1;
+    swq_fn fn = p->sdt == SDC_F32 ? swq_pick_tt<SDC_F32>(ti) : p->sdt == SDC_F16 ? swq_pick_tt<SDC_F16>(ti)
+                                                                : swq_pick_tt<SDC_BF16>(ti);
+    int per_sm = 0;
+    *e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, GI_THREADS, 0);
+    if (*e != cudaSuccess) return -1;
+    if (per_sm < 1) return 0;
+    const long ngrp = p->rows / 64;
+    long g = (long)per_sm * d->n_sm;
+    if (ngrp > g) return 0;
+    g = ngrp;
+    pl->fn = (const void *)fn;
+    pl->nj = base.nj;
+    pl->nw = GI_THREADS / 32;
+    pl->nrb = (int)ngrp;
+    pl->smem = 0;
+    pl->grid = (int)g;
+    return 1;
+}
+
+extern "C" cudaError_t sdc_gi_swq_launch(const sdc_gi_plan *pl, const sdc_mm_params *p, const sdc_swq_out *o,
+                                         const sdc_dev *d) {
+    return sdc_launch(d, (swq_fn)pl->fn, pl->grid, GI_THREADS, 0, *p, *o, pl->nj);
 }

@@ -306,6 +306,8 @@ struct Plan {
 };
 
 int g_kernels = SD_CUDA_MM_GEMV;   /* sd_cuda_matmul_kernels (benchmarks, tests, SPECDEC_CUDA_STREAM) */
+bool g_mlp_fuse = true;            /* sd_cuda_mlp_fuse */
+long g_mlp_taken = 0;              /* sd_cuda_mlp_taken */
 bool g_st_ok = false;              /* the streaming kernels took their shared memory (sdc_mm_init) */
 
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
@@ -423,6 +425,40 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
     if (pl.use_gi) return sdc_gi_launch(&pl.gi, p, d);
     if (pl.use_gv) return sdc_gv_launch(&pl.gv, p, d);
     return sdc_launch(d, pl.fn, pl.grid, pl.nw * 32, pl.smem, *p, pl.tile_ch, pl.nrb);
+}
+
+extern "C" void sd_cuda_mlp_fuse(int on) { g_mlp_fuse = on != 0; }
+extern "C" long sd_cuda_mlp_taken(void) { return g_mlp_taken; }
+
+extern "C" cudaError_t sdc_mlp(const sdc_mm_params *gu, const sdc_mm_params *down, void *xq2, void *xsd2, const sdc_dev *d,
+                               int *taken) {
+    *taken = 0;
+    if (!g_mlp_fuse || g_kernels != SD_CUDA_MM_GEMV || gu->T < 1 || gu->T > SDC_GI_MAX_T || gu->fmt != SDC_MM_Q4I ||
+        down->fmt != SDC_MM_Q4I || gu->pre != SDC_PRE_RMSNORM || gu->nseg != 2 || gu->acc || down->pre != SDC_PRE_NONE ||
+        gu->ldy != gu->seg[1].ldy || down->cols != gu->rows / 2 || down->T != gu->T)
+        return cudaSuccess;
+    /* the gate + up launch as sdc_matmul makes it after the norm preparation */
+    sdc_mm_params q = *gu;
+    q.x = q.pre_out;
+    q.ldx = q.pre_ld;
+    q.xvec = ((uintptr_t)q.x & 15u) == 0 && q.ldx % 4 == 0;
+    q.pre = SDC_PRE_NONE;
+    sdc_gi_plan pg, pd;
+    cudaError_t e = cudaSuccess;
+    int r = sdc_gi_swq_plan(&q, d, &pg, &e);
+    if (r <= 0) return r < 0 ? e : cudaSuccess;
+    sdc_mm_params dn = *down;
+    dn.xq = xq2;
+    dn.xsd = xsd2;
+    dn.ncp = sdc_mm_ncp(SDC_MM_Q4I, dn.cols);
+    r = sdc_gi_plan_for(&dn, d, 0, &pd, &e);
+    if (r <= 0) return r < 0 ? e : cudaSuccess;
+    *taken = 1;
+    g_mlp_taken++;
+    if ((e = i8_prep(gu, d)) != cudaSuccess) return e;
+    const sdc_swq_out o = {gu->y, gu->seg[1].y, gu->ldy, xq2, xsd2, dn.ncp};
+    if ((e = sdc_gi_swq_launch(&pg, &q, &o, d)) != cudaSuccess) return e;
+    return sdc_gi_launch(&pd, &dn, d);
 }
 
 extern "C" int sdc_lm_argmax_grid(const sdc_mm_params *p, const sdc_dev *d) {

@@ -107,6 +107,15 @@ typedef struct sdc_mm_params {
 cudaError_t sdc_mm_init(int bytes, int gv_bytes);
 /* y (T, ldy) = x . W^T (for each matrix of p->seg when p->nseg > 1). */
 cudaError_t sdc_matmul(const sdc_mm_params *p, const sdc_dev *d);
+/* The MLP block at int8 in three launches: gu (gate and up joined, nseg 2, pre SDC_PRE_RMSNORM:
+ * xn and its int8 form by the norm preparation), then gemv_i4.cu's gi_swq_kernel (g, u and
+ * silu(g) * u into g as silu_mul leaves it, and its int8 form into xq2 / xsd2), then down (acc:
+ * added to its y) over that form; every value the bits of norm_matmul_n then swiglu_matmul_add.
+ * *taken 0 (nothing queued) where the shapes, T or the kernels in force do not allow it
+ * (sdc_gi_swq_plan, sd_cuda_mlp_fuse); xq2 and xsd2 hold sdc_mm_i8_*_bytes(SDC_MM_Q4I,
+ * down->cols, T). */
+cudaError_t sdc_mlp(const sdc_mm_params *gu, const sdc_mm_params *down, void *xq2, void *xsd2, const sdc_dev *d,
+                    int *taken);
 /* Blocks the fused LM head + argmax will launch for these parameters (part needs T x that). */
 int sdc_lm_argmax_grid(const sdc_mm_params *p, const sdc_dev *d);
 /* out[t] = map[a] (a itself when map is NULL), a = argmax_r (W x_t)[r] with the logits computed

@@ -229,6 +229,31 @@ SDC_D void mm_i8_quad(const float4 v, int lane, unsigned char *xb, float2 *sd, i
     }
 }
 
+/* One 32-column block of the int8 form of x for 4-bit rows, lane l holding column l of chunk c:
+ * mm_i8_quad's quantization and layout for one block where its warp does four (the same amax,
+ * codes, d and X, so the same bytes), for kernels that hold a block's 32 values one a lane (the
+ * MLP's gate/up epilogue, gemv_i4.cu; the attention's output, attn_core.cuh): the codes into xb
+ * (a token's granules), (d, d X) into sd[c]. Every lane of the warp calls it. */
+SDC_D void mm_i8_block32(float v, int lane, unsigned char *xb, float2 *sd, int c) {
+    uint32_t a = __float_as_uint(v) & 0x7fffffffu;
+#pragma unroll
+    for (int m = 1; m <= 16; m <<= 1) a = max(a, __shfl_xor_sync(0xffffffffu, a, m));
+    int q = 0;
+    float d = 0.0f;
+    if (a != 0u && a < 0x7f800000u) {
+        const float amax = __uint_as_float(a), id = __fdiv_rn(127.0f, amax);
+        q = (int)fminf(fmaxf(rintf(__fmul_rn(v, id)), -127.0f), 127.0f);
+        d = __fdiv_rn(amax, 127.0f);
+    }
+    int X = q;
+#pragma unroll
+    for (int m = 1; m <= 16; m <<= 1) X += __shfl_xor_sync(0xffffffffu, X, m);
+    /* column j of a chunk: the low nibbles' granule for even j, the high ones' for odd, byte
+     * 4 (j >> 3) + ((j & 7) >> 1) */
+    xb[16 * mm_swz(2 * c + (lane & 1)) + 4 * (lane >> 3) + ((lane & 7) >> 1)] = (unsigned char)(q & 0xff);
+    if (lane == 0) sd[c] = make_float2(d, __fmul_rn(d, (float)X));
+}
+
 /* The tiled kernel's int8 tile: tokens tb .., chunks [c_lo, c_lo + tile_ch) of the prepared x
  * copied into shared memory (zeros past T and past the prepared chunks), each granule moved from
  * its place in the row's swizzle to its place in the tile's. */

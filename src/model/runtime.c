@@ -124,6 +124,12 @@ specdec_status sd_layer_forward(sd_runtime *rt, const sd_layer_w *L, const sd_kv
     }
 
     /* MLP block */
+    if (!o->allreduce) {
+        SD_BE(b, err, "rmsnorm, matmul gate, up, silu_mul, matmul down, add",
+              sd_be_norm_mlp_add(b, L->mlp_norm, eps, x, H, rt->xn, H, &L->gate, &L->up, &L->down, rt->gate, rt->up, T,
+                                 rt->tmp));
+        return SPECDEC_OK;
+    }
     {
         const sd_mat *W[2] = {&L->gate, &L->up};
         float *y[2] = {rt->gate, rt->up};
@@ -131,13 +137,9 @@ specdec_status sd_layer_forward(sd_runtime *rt, const sd_layer_w *L, const sd_kv
         SD_BE(b, err, "rmsnorm, matmul gate, up",
               sd_be_norm_matmul_n(b, L->mlp_norm, eps, x, H, rt->xn, H, 2, W, y, ld, T));
     }
-    if (o->allreduce) {
-        SD_BE(b, err, "silu_mul", o->silu_mul(b, rt->gate, rt->up, I, T));
-        SD_BE(b, err, "matmul down", o->matmul(b, &L->down, rt->gate, I, rt->tmp, H, T));
-        SD_BE(b, err, "all-reduce down", o->allreduce(b, rt->tmp, (size_t)T * H, rt->red));
-        SD_BE(b, err, "add", o->add(b, x, rt->tmp, (size_t)T * H));
-    } else {
-        SD_BE(b, err, "silu_mul, matmul down, add", sd_be_swiglu_matmul_add(b, &L->down, rt->gate, rt->up, x, H, T, rt->tmp));
-    }
+    SD_BE(b, err, "silu_mul", o->silu_mul(b, rt->gate, rt->up, I, T));
+    SD_BE(b, err, "matmul down", o->matmul(b, &L->down, rt->gate, I, rt->tmp, H, T));
+    SD_BE(b, err, "all-reduce down", o->allreduce(b, rt->tmp, (size_t)T * H, rt->red));
+    SD_BE(b, err, "add", o->add(b, x, rt->tmp, (size_t)T * H));
     return SPECDEC_OK;
 }
