@@ -391,9 +391,9 @@ static void test_fused_mm(sd_backend *g, int n, const int *rs, int cols, specdec
 
 /* norm_mlp_add (gate and up end to end, down alone; hidden H, intermediate I) on g against the
  * ops one by one on the same backend (rmsnorm, matmul gate, matmul up, silu_mul, matmul down into
- * scratch, add): x, xn, g and u bitwise, at T from 1 to 9, with the fused MLP launch
- * (sd_cuda_mlp_fuse(1), where the shapes take it) and without it (norm_matmul_n, then
- * swiglu_matmul_add). */
+ * scratch, add): x, xn, g and u bitwise, at T from 1 to 9, with the fused MLP launch wherever
+ * the kernel takes it (sd_cuda_mlp_fuse(2): these shapes are too small for the default rule)
+ * and without it (norm_matmul_n, then swiglu_matmul_add). */
 static void test_mlp(sd_backend *g, int H, int I, specdec_dtype dt, int bits, int group, bool gemv) {
     enum { TMAX = 9 };
     char what[128];
@@ -424,7 +424,7 @@ static void test_mlp(sd_backend *g, int H, int I, specdec_dtype dt, int bits, in
         for (int fuse = 1; fuse >= 0; fuse--) {
             const int T = Ts[ti];
             for (int k = 0; k < 2; k++) CHECK(g->i->write(g, dx[k], x, nx * 4, &E) == SPECDEC_OK, "write: %s", E.msg);
-            sd_cuda_mlp_fuse(fuse);
+            sd_cuda_mlp_fuse(fuse ? 2 : 0);
             const long n0 = sd_cuda_mlp_taken();
             CHECK_OP(g, sd_be_norm_mlp_add(g, dw, 1e-6f, dx[0], H, dxn[0], H, jp[0], jp[1], &dn.d, dg[0], du[0], T, dt2),
                      what);

@@ -594,7 +594,7 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     const char *nbv = getenv("SPECDEC_CUDA_NORM_BLOCKS");   /* 0: the int8 norm preparation in one block a token (A/B runs) */
     if (nbv && (!strcmp(nbv, "0") || !strcmp(nbv, "1"))) sd_cuda_norm_blocks(nbv[0] == '1');
     const char *mlv = getenv("SPECDEC_CUDA_MLP");   /* 0: the MLP block as norm_matmul_n, swiglu_matmul_add (A/B runs) */
-    if (mlv && (!strcmp(mlv, "0") || !strcmp(mlv, "1"))) sd_cuda_mlp_fuse(mlv[0] == '1');
+    if (mlv && mlv[0] >= '0' && mlv[0] <= '2' && !mlv[1]) sd_cuda_mlp_fuse(mlv[0] - '0');
     specdec_status st = SPECDEC_OK;
     if ((e = cudaStreamCreateWithFlags(&c->dev.stream, cudaStreamNonBlocking)) != cudaSuccess)
         st = cu_cuda_fail(c, err, e, "creating the stream");

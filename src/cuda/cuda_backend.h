@@ -29,10 +29,11 @@ void sd_cuda_matmul_kernels(int which);
  * creation; A/B runs). Same bits either way. */
 void sd_cuda_gi_rows(int rows);
 /* The MLP block at int8 (norm_mlp_add): 1 (the default) gate and up with the SwiGLU and the
- * down projection's int8 preparation in their epilogue (gemv_i4.cu's gi_swq_kernel), where the
- * shapes allow; 0 norm_matmul_n then swiglu_matmul_add (SPECDEC_CUDA_MLP=0 at backend creation;
- * A/B runs). Same bits either way. */
-void sd_cuda_mlp_fuse(int on);
+ * down projection's int8 preparation in their epilogue (gemv_i4.cu's gi_swq_kernel) where the
+ * shape and T are those it measured faster on (sdc_gi_swq_plan); 2 wherever the kernel can take
+ * the call (tests); 0 norm_matmul_n then swiglu_matmul_add (SPECDEC_CUDA_MLP=0, 1 or 2 at backend
+ * creation; A/B runs). Same bits either way. */
+void sd_cuda_mlp_fuse(int mode);
 /* Tests: how many MLP blocks the process has queued as the fused launch so far. */
 long sd_cuda_mlp_taken(void);
 /* The int8 norm preparation (matmul.cu's i8_prep_norm_kernel): 1 (the default) a token's quads

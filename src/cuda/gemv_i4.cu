@@ -297,7 +297,7 @@ typedef void (*swq_fn)(const sdc_mm_params, const sdc_swq_out, const int);
 
 template <int SDT> swq_fn swq_pick_tt(int ti) { return ti == 0 ? gi_swq_kernel<1, SDT> : gi_swq_kernel<2, SDT>; }
 
-extern "C" int sdc_gi_swq_plan(const sdc_mm_params *p, const sdc_dev *d, sdc_gi_plan *pl, cudaError_t *e) {
+extern "C" int sdc_gi_swq_plan(const sdc_mm_params *p, const sdc_dev *d, int full, sdc_gi_plan *pl, cudaError_t *e) {
     *e = cudaSuccess;
     sdc_gi_plan base;
     const int r = sdc_gi_plan_for(p, d, 0, &base, e);   /* gemv_i4.cu's conditions on the matrix */
@@ -305,9 +305,12 @@ extern "C" int sdc_gi_swq_plan(const sdc_mm_params *p, const sdc_dev *d, sdc_gi_
     if (p->nseg != 2 || p->rows % 64 != 0 || p->seg[1].row0 != p->rows / 2 || p->pre != SDC_PRE_NONE) return 0;
     /* T <= 2 only, and only where every 32-row group has a block of its own (one wave): a block
      * works through its groups one after another, so where some blocks take two the launch
-     * lasts two groups' time. On an H100, 8B shape (384 groups): classic decode (T = 1, 396
-     * blocks) 1.024-1.027x; with verifies of T = 4..8 taken too (264 blocks) MTP ran 0.97x
-     * (docs/benchmarks/cuda-h100-2026-12-06b.md). */
+     * lasts two groups' time. With `full`, only where the groups also fill 90% of that wave: a
+     * block's 8 warps take its group's 64 rows four pairs at a time, so fewer groups than blocks
+     * is fewer loads in flight than gi_kernel's grid gives. On an H100
+     * (docs/benchmarks/cuda-h100-2026-12-06b.md): 8B shape, 384 groups in 396 blocks, classic
+     * decode 1.027-1.028x; with verifies of T = 4..8 taken too (264 blocks) MTP 0.97x; 1.7B shape,
+     * 192 groups, classic 0.976-0.983x. */
     if (p->T > 2) return 0;
     const int ti = p->T <= 1 ? 0 : 1;
     swq_fn fn = p->sdt == SDC_F32 ? swq_pick_tt<SDC_F32>(ti) : p->sdt == SDC_F16 ? swq_pick_tt<SDC_F16>(ti)
@@ -318,7 +321,7 @@ extern "C" int sdc_gi_swq_plan(const sdc_mm_params *p, const sdc_dev *d, sdc_gi_
     if (per_sm < 1) return 0;
     const long ngrp = p->rows / 64;
     long g = (long)per_sm * d->n_sm;
-    if (ngrp > g) return 0;
+    if (ngrp > g || (full && ngrp * 10 < g * 9)) return 0;
     g = ngrp;
     pl->fn = (const void *)fn;
     pl->nj = base.nj;

@@ -36,9 +36,9 @@ typedef struct sdc_swq_out {
 
 /* Plans gi_swq_kernel for p: a joined gate + up launch (nseg 2, gate's rows then as many of up's,
  * a multiple of 32 each) that gemv_i4.cu's kernel takes, x prepared (pre none), T <= 2, every
- * 32-row group a block of its own in one wave (gemv_i4.cu says why). 1 planned, 0 not taken, -1
- * on a CUDA error. */
-int sdc_gi_swq_plan(const sdc_mm_params *p, const sdc_dev *d, sdc_gi_plan *pl, cudaError_t *e);
+ * 32-row group a block of its own in one wave, and (full) the groups 90% of that wave
+ * (gemv_i4.cu says why). 1 planned, 0 not taken, -1 on a CUDA error. */
+int sdc_gi_swq_plan(const sdc_mm_params *p, const sdc_dev *d, int full, sdc_gi_plan *pl, cudaError_t *e);
 cudaError_t sdc_gi_swq_launch(const sdc_gi_plan *pl, const sdc_mm_params *p, const sdc_swq_out *o, const sdc_dev *d);
 
 /* Queues the kernel (matmul: y; lma: each block's best per token into p->part, T x grid). */

@@ -306,7 +306,7 @@ struct Plan {
 };
 
 int g_kernels = SD_CUDA_MM_GEMV;   /* sd_cuda_matmul_kernels (benchmarks, tests, SPECDEC_CUDA_STREAM) */
-bool g_mlp_fuse = true;            /* sd_cuda_mlp_fuse */
+int g_mlp_fuse = 1;                /* sd_cuda_mlp_fuse */
 long g_mlp_taken = 0;              /* sd_cuda_mlp_taken */
 bool g_st_ok = false;              /* the streaming kernels took their shared memory (sdc_mm_init) */
 
@@ -427,7 +427,7 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
     return sdc_launch(d, pl.fn, pl.grid, pl.nw * 32, pl.smem, *p, pl.tile_ch, pl.nrb);
 }
 
-extern "C" void sd_cuda_mlp_fuse(int on) { g_mlp_fuse = on != 0; }
+extern "C" void sd_cuda_mlp_fuse(int mode) { g_mlp_fuse = mode >= 0 && mode <= 2 ? mode : 1; }
 extern "C" long sd_cuda_mlp_taken(void) { return g_mlp_taken; }
 
 extern "C" cudaError_t sdc_mlp(const sdc_mm_params *gu, const sdc_mm_params *down, void *xq2, void *xsd2, const sdc_dev *d,
@@ -445,7 +445,7 @@ extern "C" cudaError_t sdc_mlp(const sdc_mm_params *gu, const sdc_mm_params *dow
     q.pre = SDC_PRE_NONE;
     sdc_gi_plan pg, pd;
     cudaError_t e = cudaSuccess;
-    int r = sdc_gi_swq_plan(&q, d, &pg, &e);
+    int r = sdc_gi_swq_plan(&q, d, g_mlp_fuse == 1, &pg, &e);
     if (r <= 0) return r < 0 ? e : cudaSuccess;
     sdc_mm_params dn = *down;
     dn.xq = xq2;
