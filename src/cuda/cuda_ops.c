@@ -198,6 +198,19 @@ static specdec_status mm_run(cuda_be *c, int n, sdc_mm_params *p, sdc_mm_params 
     return cu_op_end(c, sdc_matmul(f, &c->dev), "matmul");
 }
 
+/* A joined int8 launch's parameters f with the RMSNorm applied by its preparation kernel: x
+ * (T, ldx) normed by w into xn (T, ldxn), then quantized. */
+static void norm_pre(sdc_mm_params *f, const float *x, int ldx, const float *w, float eps, float *xn, int ldxn) {
+    f->x = x;
+    f->ldx = ldx;
+    f->xvec = aligned16(x) && ldx % 4 == 0;
+    f->pre = SDC_PRE_RMSNORM;
+    f->pre_w = w;
+    f->pre_eps = eps;
+    f->pre_out = xn;
+    f->pre_ld = ldxn;
+}
+
 /* Matrices over the same x: one launch when mm_join joins them, one launch each otherwise. */
 specdec_status cu_matmul_n(sd_backend *b, int n, const sd_mat *const *W, const float *x, int ldx, float *const *y,
                            const int *ldy, int T) {
@@ -228,14 +241,7 @@ specdec_status cu_norm_matmul_n(sd_backend *b, const float *w, float eps, const 
         SD_TRY(cu_op_end(c, sdc_rmsnorm(xn, ldxn, x, ldx, w, cols, T, eps, &c->dev), "rmsnorm"));
         return mm_run(c, n, p, &f, joined, T);
     }
-    f.x = x;
-    f.ldx = ldx;
-    f.xvec = aligned16(x) && ldx % 4 == 0;
-    f.pre = SDC_PRE_RMSNORM;
-    f.pre_w = w;
-    f.pre_eps = eps;
-    f.pre_out = xn;
-    f.pre_ld = ldxn;
+    norm_pre(&f, x, ldx, w, eps, xn, ldxn);
     SD_TRY(i8_scratch(c, &f, T));
     return cu_op_end(c, sdc_matmul(&f, &c->dev), "norm_matmul_n");
 }
@@ -289,19 +295,13 @@ specdec_status cu_norm_mlp_add(sd_backend *b, const float *w, float eps, float *
         SD_TRY(mm_join(c, "norm_mlp_add", 2, W, xn, ldxn, y, ld, T, p, &f, &joined));
         SD_TRY(mm_params(c, "norm_mlp_add", down, g, I, T, &dp));
         const size_t xqb = sdc_mm_i8_xq_bytes(SDC_MM_Q4I, I, T), xsb = sdc_mm_i8_xsd_bytes(SDC_MM_Q4I, I, T);
-        if (joined && f.fmt == SDC_MM_Q4I && dp.fmt == SDC_MM_Q4I && T <= 8 && !c->capturing) {   /* reserve() sizes it ahead of recordings */
+        const bool q4 = joined && f.fmt == SDC_MM_Q4I && dp.fmt == SDC_MM_Q4I;
+        if (q4 && T <= 8 && !c->capturing) {   /* reserve() sizes it ahead of recordings */
             SD_TRY(cu_scratch(c, &c->i8x2, xqb, "int8 MLP activations", &b->err));
             SD_TRY(cu_scratch(c, &c->i8s2, xsb, "int8 MLP block scales", &b->err));
         }
-        if (joined && f.fmt == SDC_MM_Q4I && dp.fmt == SDC_MM_Q4I && c->i8x2.cap >= xqb && c->i8s2.cap >= xsb) {
-            f.x = x;
-            f.ldx = ldx;
-            f.xvec = aligned16(x) && ldx % 4 == 0;
-            f.pre = SDC_PRE_RMSNORM;
-            f.pre_w = w;
-            f.pre_eps = eps;
-            f.pre_out = xn;
-            f.pre_ld = ldxn;
+        if (q4 && c->i8x2.cap >= xqb && c->i8s2.cap >= xsb) {
+            norm_pre(&f, x, ldx, w, eps, xn, ldxn);
             SD_TRY(i8_scratch(c, &f, T));
             dp.y = x;
             dp.ldy = ldx;

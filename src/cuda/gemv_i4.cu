@@ -76,6 +76,32 @@ SDC_D void gi_batch(const uint4 *W, const typename Sv<SDT>::raw *S, const typena
     for (int j = 0; j < DD; j++) mm_chunk<SDC_MM_Q4I, TT, R>(ch[j], lane + 32 * (j0 + j), xs, sx, xt4, tile_ch, acc);
 }
 
+/* The R rows row[] of a warp, every token of the tile: the lane's chunks in batches of D (then
+ * singles), then the xor butterfly, so every lane holds every row's sums in acc. gi_kernel and
+ * gi_swq_kernel both run it; only which rows a warp takes differs. */
+template <int TT, int SDT, int R, int D>
+SDC_D void gi_rows(const uint4 *W, const typename Sv<SDT>::raw *S, const typename Sv<SDT>::raw *B, const uint32_t (&row)[R],
+                   uint32_t rowq, uint32_t ngroups, int glane, int nj, int lane, int gstep, const float4 *xs,
+                   const float *sx, int xt4, int tile_ch, float (&acc)[R][TT]) {
+    uint32_t wo[R], so[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        wo[r] = row[r] * rowq + (uint32_t)lane;
+        so[r] = row[r] * ngroups + (uint32_t)glane;
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
+    int j0 = 0;
+    for (; j0 + D <= nj; j0 += D) gi_batch<TT, SDT, R, D>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
+    for (; j0 < nj; j0++) gi_batch<TT, SDT, R, 1>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int t = 0; t < TT; t++) acc[r][t] = sdc_warp_sum(acc[r][t]);
+}
+
 /* T <= 2: at most 80 registers, 3 blocks of 256 threads a SM; T = 3..8: at most 128 (2 blocks),
  * where 80 spilled the accumulators and the token loop's x to local memory */
 template <int TT, int SDT, bool LMA, int RW>
@@ -116,25 +142,11 @@ __global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_kernel(const s
 
     for (int rb = blockIdx.x; rb < nrb; rb += gridDim.x) {
         const int r0 = (rb * nw + warp) * R;
-        uint32_t wo[R], so[R];
+        uint32_t row[R];
 #pragma unroll
-        for (int r = 0; r < R; r++) {   /* past the end: loaded, never stored */
-            const uint32_t row = (uint32_t)min(r0 + r, p.rows - 1);
-            wo[r] = row * rowq + (uint32_t)lane;
-            so[r] = row * ngroups + (uint32_t)glane;
-        }
+        for (int r = 0; r < R; r++) row[r] = (uint32_t)min(r0 + r, p.rows - 1);   /* past the end: loaded, never stored */
         float acc[R][TT];
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
-        int j0 = 0;
-        for (; j0 + D <= nj; j0 += D) gi_batch<TT, SDT, R, D>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
-        for (; j0 < nj; j0++) gi_batch<TT, SDT, R, 1>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int t = 0; t < TT; t++) acc[r][t] = sdc_warp_sum(acc[r][t]);
+        gi_rows<TT, SDT, R, D>(W, S, B, row, rowq, ngroups, glane, nj, lane, gstep, xs, sx, xt4, tile_ch, acc);
         /* every lane now holds every sum (the butterfly is symmetric) */
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -206,25 +218,9 @@ __global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_swq_kernel(con
 #pragma unroll 1
         for (int k = 0; k < 4; k++) {
             const int i = G * 32 + k * 8 + warp;
-            uint32_t wo[R], so[R];
-#pragma unroll
-            for (int r = 0; r < R; r++) {
-                const uint32_t row = (uint32_t)(i + r * I);
-                wo[r] = row * rowq + (uint32_t)lane;
-                so[r] = row * ngroups + (uint32_t)glane;
-            }
+            const uint32_t row[R] = {(uint32_t)i, (uint32_t)(i + I)};   /* gate row i, up row i */
             float acc[R][TT];
-#pragma unroll
-            for (int r = 0; r < R; r++)
-#pragma unroll
-                for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
-            int j0 = 0;
-            for (; j0 + D <= nj; j0 += D) gi_batch<TT, SDT, R, D>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
-            for (; j0 < nj; j0++) gi_batch<TT, SDT, R, 1>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
-#pragma unroll
-            for (int r = 0; r < R; r++)
-#pragma unroll
-                for (int t = 0; t < TT; t++) acc[r][t] = sdc_warp_sum(acc[r][t]);
+            gi_rows<TT, SDT, R, D>(W, S, B, row, rowq, ngroups, glane, nj, lane, gstep, xs, sx, xt4, tile_ch, acc);
 #pragma unroll
             for (int t = 0; t < TT; t++)
                 if (t < p.T && lane == t) {

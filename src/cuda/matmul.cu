@@ -248,6 +248,18 @@ __global__ void __launch_bounds__(SDC_RN_THREADS) i8_prep_norm_kernel(const sdc_
 
 bool pn_norm_blocks = true;   /* sd_cuda_norm_blocks */
 
+/* The matmul launch's parameters once its preparation has run: x is what that step wrote. */
+sdc_mm_params mm_prepared(const sdc_mm_params *p) {
+    sdc_mm_params q = *p;
+    if (q.pre != SDC_PRE_NONE) {
+        q.x = q.pre_out;
+        q.ldx = q.pre_ld;
+        q.xvec = ((uintptr_t)q.x & 15u) == 0 && q.ldx % 4 == 0;
+        q.pre = SDC_PRE_NONE;
+    }
+    return q;
+}
+
 /* Blocks a token for i8_prep_norm_kernel over nq quads: one quad a warp, or 1 where pre_out
  * overlaps x. */
 int pn_blocks(const sdc_mm_params *p, long nq) {
@@ -412,14 +424,7 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
     pp.early = pl.use_st;   /* the streaming kernel's first copies may overlap the kernel before */
     if (e == cudaSuccess) e = i8_prep(&pp, d);
     if (e != cudaSuccess) return e;
-    /* after a preparation step, the matmul's x is what that step wrote */
-    sdc_mm_params q = *p0;
-    if (q.pre != SDC_PRE_NONE) {
-        q.x = q.pre_out;
-        q.ldx = q.pre_ld;
-        q.xvec = ((uintptr_t)q.x & 15u) == 0 && q.ldx % 4 == 0;
-        q.pre = SDC_PRE_NONE;
-    }
+    const sdc_mm_params q = mm_prepared(p0);
     const sdc_mm_params *p = &q;
     if (pl.use_st) return sdc_st_launch(&pl.st, p, d);
     if (pl.use_gi) return sdc_gi_launch(&pl.gi, p, d);
@@ -437,12 +442,7 @@ extern "C" cudaError_t sdc_mlp(const sdc_mm_params *gu, const sdc_mm_params *dow
         down->fmt != SDC_MM_Q4I || gu->pre != SDC_PRE_RMSNORM || gu->nseg != 2 || gu->acc || down->pre != SDC_PRE_NONE ||
         gu->ldy != gu->seg[1].ldy || down->cols != gu->rows / 2 || down->T != gu->T)
         return cudaSuccess;
-    /* the gate + up launch as sdc_matmul makes it after the norm preparation */
-    sdc_mm_params q = *gu;
-    q.x = q.pre_out;
-    q.ldx = q.pre_ld;
-    q.xvec = ((uintptr_t)q.x & 15u) == 0 && q.ldx % 4 == 0;
-    q.pre = SDC_PRE_NONE;
+    const sdc_mm_params q = mm_prepared(gu);   /* the gate + up launch after the norm preparation */
     sdc_gi_plan pg, pd;
     cudaError_t e = cudaSuccess;
     int r = sdc_gi_swq_plan(&q, d, g_mlp_fuse == 1, &pg, &e);
