@@ -25,7 +25,7 @@
  *     fused LM head vs argmax of the logits, attention rows alone vs T = 16), PASS / FAIL.
  * --quick: the embedded and 8B shapes, 4-bit and bf16, T = 1, 2, 4, 8, 16 (a shorter run).
  * --matmul S:F (repeatable): only the matmul tables of shape S (0 embedded, 1 1.7B, 2 8B, 3 32B)
- * and format F (0 q4g64, 1 q8g64, 2 bf16, 3 q4g64 int8, 4 q8g64 int8), T = 1..16, then the fused
+ * and format F (0 q4g64, 1 q8g64, 2 bf16, 3 q4g64 int8, 4 q8g64 int8), T = 1..6, 8, 16, 32, 64, then the fused
  * LM head's and the attention's tables. --attn: the attention table alone (after the copy bandwidth,
  * the self-checks and the launch cost). */
 #ifdef SPECDEC_HAVE_CUDA
@@ -579,10 +579,11 @@ int main(int argc, char **argv) {
     check_invariance();
     bench_launch();
     const int Tall[] = {1, 2, 4, 8, 16, 32, 64}, Tq[] = {1, 2, 4, 8, 16};
+    const int Tn[] = {1, 2, 3, 4, 5, 6, 8, 16, 32, 64};   /* --matmul: every verify width of K = 2..5, and beyond */
     if (attn_only) {
         bench_attention();
-    } else if (nonly) {   /* the named tables at T = 1, 2, 4, 8, 16, the fused LM head's after them */
-        for (int k = 0; k < nonly; k++) bench_matmul(&SHAPES[only[k][0]], &FMTS[only[k][1]], Tq, 5);
+    } else if (nonly) {   /* the named tables at T = 1..6, 8, 16, 32, 64, the fused LM head's after them */
+        for (int k = 0; k < nonly; k++) bench_matmul(&SHAPES[only[k][0]], &FMTS[only[k][1]], Tn, 10);
         bench_lm_argmax();
         bench_attention();
     } else if (quick) {   /* the short tables first, then the 8B shape before the embedded one */

@@ -84,7 +84,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         }
     CHECK(bad == 0, "%s: %d values off the reference", what, bad);
 
-    const int Ts[] = {2, 3, 4, 5, 8, 9, 17, 33, 64};
+    const int Ts[] = {2, 3, 4, 5, 6, 7, 8, 9, 17, 33, 64};   /* every width the gemv kernels have, 1..8 */
     for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
         const int T = Ts[k];
         CHECK_OP(g, g->i->matmul(g, &h->d, dx, ldx, dy, ldy, T), what);
@@ -105,7 +105,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         sd_cuda_matmul_kernels(m == 1 ? SD_CUDA_MM_TILED : m == 3 ? SD_CUDA_MM_GENERIC : m == 4 ? SD_CUDA_MM_GEMV : SD_CUDA_MM_STREAM);
         if (m == 2) sd_cuda_matmul_stream_cap(3, 2);
         sd_cuda_gi_rows(m == 4 ? 4 : 0);
-        const int Tk[] = {1, 2, 4, 7, 8};
+        const int Tk[] = {1, 2, 3, 4, 5, 6, 7, 8};
         for (size_t k = 0; k < sizeof Tk / sizeof Tk[0]; k++) {
             const int T = Tk[k];
             dpoison(dy, (size_t)T * ldy * 4);
@@ -125,7 +125,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
     int32_t *map = malloc(sizeof(int32_t) * (size_t)rows);
     for (int i = 0; i < rows; i++) map[i] = 7 * i + 1;
     int32_t *dmap = dput(map, sizeof(int32_t) * (size_t)rows);
-    const int Tl[] = {1, 3, 8, 64};
+    const int Tl[] = {1, 3, 5, 6, 8, 64};
     for (int km = 0; km < 3; km++) {   /* the default pick, the streaming kernel, and it on 3 blocks */
 #ifdef SPECDEC_HAVE_CUDA
         sd_cuda_matmul_kernels(km ? SD_CUDA_MM_STREAM : SD_CUDA_MM_GEMV);
@@ -249,7 +249,7 @@ static void test_matmul_n(sd_backend *g, int n, const int *rs, int cols, specdec
     }
     hy = malloc(most * 4);
     hz = malloc(most * 4);
-    const int Ts[] = {1, 2, 3, 4, 5, 8, 9, 33};
+    const int Ts[] = {1, 2, 3, 4, 5, 6, 8, 9, 33};
     for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
         const int T = Ts[k];
         for (int way = 0; way < 2; way++) {   /* 0: joined, 1: apart */

@@ -28,12 +28,14 @@ namespace {
 constexpr int GI_THREADS = 256;   /* largest block */
 
 /* rows a warp carries (R) and chunks of each loaded per batch (D): 2 rows and 8 sixteen-byte
- * loads a lane up to T = 4, 4 at T = 8 (its accumulators leave no room for more without
- * spilling); RW = 4: 4 rows a warp from T = 4 on (fewer warps, each x value read serving
- * twice the rows: the LM heads' pick, sdc_gi_plan_for) */
+ * loads a lane up to T = 4, 4 from T = 5 on (T = 8's accumulators leave no room for more
+ * without spilling); RW = 4: 4 rows a warp from T = 4 on (fewer warps, each x value read
+ * serving twice the rows: the LM heads' pick, sdc_gi_plan_for). TT is the launch's T itself
+ * (1..6, then 8): a tile is never padded to a power of two, so a verify of 5 or 6 tokens does
+ * 5 or 6 tokens' dp4a work, not 8's. */
 template <int TT, int RW> struct GiShape {
     static constexpr int R = TT >= 4 && RW == 4 ? 4 : 2;
-    static constexpr int D = TT <= 2 ? 4 : TT == 4 ? (R == 4 ? 2 : 4) : (R == 4 ? 1 : 2);
+    static constexpr int D = TT <= 2 ? 4 : TT <= 4 ? (R == 4 ? 2 : 4) : (R == 4 ? 1 : 2);
 };
 
 /* A scale or bias as stored; its float is sdc_wordf's for the low half of a word holding it. */
@@ -241,19 +243,23 @@ typedef void (*gi_fn)(const sdc_mm_params, const int, const int);
 
 int g_rows = 0;   /* sd_cuda_gi_rows: 0 the rule of sdc_gi_plan_for, else 2 or 4 */
 
-template <int SDT, bool LMA> gi_fn gi_pick_tt(int ti, int rw) {
-    switch (ti) {
-    case 0: return gi_kernel<1, SDT, LMA, 2>;
-    case 1: return gi_kernel<2, SDT, LMA, 2>;
-    case 2: return rw == 4 ? gi_kernel<4, SDT, LMA, 4> : gi_kernel<4, SDT, LMA, 2>;
+/* the kernel for a launch of T tokens: TT = T up to 6, 8 for 7 and 8 */
+template <int SDT, bool LMA> gi_fn gi_pick_tt(int T, int rw) {
+    switch (T) {
+    case 1: return gi_kernel<1, SDT, LMA, 2>;
+    case 2: return gi_kernel<2, SDT, LMA, 2>;
+    case 3: return gi_kernel<3, SDT, LMA, 2>;
+    case 4: return rw == 4 ? gi_kernel<4, SDT, LMA, 4> : gi_kernel<4, SDT, LMA, 2>;
+    case 5: return rw == 4 ? gi_kernel<5, SDT, LMA, 4> : gi_kernel<5, SDT, LMA, 2>;
+    case 6: return rw == 4 ? gi_kernel<6, SDT, LMA, 4> : gi_kernel<6, SDT, LMA, 2>;
     default: return rw == 4 ? gi_kernel<8, SDT, LMA, 4> : gi_kernel<8, SDT, LMA, 2>;
     }
 }
-template <bool LMA> gi_fn gi_pick(int sdt, int ti, int rw) {
+template <bool LMA> gi_fn gi_pick(int sdt, int T, int rw) {
     switch (sdt) {
-    case SDC_F32: return gi_pick_tt<SDC_F32, LMA>(ti, rw);
-    case SDC_F16: return gi_pick_tt<SDC_F16, LMA>(ti, rw);
-    case SDC_BF16: return gi_pick_tt<SDC_BF16, LMA>(ti, rw);
+    case SDC_F32: return gi_pick_tt<SDC_F32, LMA>(T, rw);
+    case SDC_F16: return gi_pick_tt<SDC_F16, LMA>(T, rw);
+    case SDC_BF16: return gi_pick_tt<SDC_BF16, LMA>(T, rw);
     default: return nullptr;
     }
 }
@@ -271,13 +277,13 @@ extern "C" int sdc_gi_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
         return 0;
     if (p->group < 32 || p->group > 1024 || (p->group & (p->group - 1)) != 0 || p->ncp != p->cols / 32) return 0;
     if (!p->xq || !p->xsd || !p->scales || !p->biases) return 0;
-    const int ti = p->T <= 1 ? 0 : p->T <= 2 ? 1 : p->T <= 4 ? 2 : 3, TT = 1 << ti;
+    const int TT = p->T <= 6 ? p->T : 8;
     /* rows a warp from T = 4 on: 4 for LM heads (2^28 weights or more), 2 elsewhere. bench_cuda
      * on an H100 (docs/benchmarks/cuda-gemv-i4-h100-2026-12-05.md), 8B shape: 2 rows took
      * 0.69-0.96x the time of 4 on the layers' matrices at T = 4 and 8, 1.07-1.09x on the LM head */
     const int rw = g_rows ? g_rows : (double)p->rows * (double)p->cols >= 268435456.0 ? 4 : 2;
     const int R = TT >= 4 && rw == 4 ? 4 : 2;
-    gi_fn fn = lma ? gi_pick<true>(p->sdt, ti, rw) : gi_pick<false>(p->sdt, ti, rw);
+    gi_fn fn = lma ? gi_pick<true>(p->sdt, p->T, rw) : gi_pick<false>(p->sdt, p->T, rw);
     if (!fn) return 0;
     pl->fn = (const void *)fn;
     pl->nj = p->cols / 1024;
