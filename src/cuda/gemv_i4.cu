@@ -243,23 +243,26 @@ typedef void (*gi_fn)(const sdc_mm_params, const int, const int);
 
 int g_rows = 0;   /* sd_cuda_gi_rows: 0 the rule of sdc_gi_plan_for, else 2 or 4 */
 
-/* the kernel for a launch of T tokens: TT = T up to 6, 8 for 7 and 8 */
-template <int SDT, bool LMA> gi_fn gi_pick_tt(int T, int rw) {
-    switch (T) {
+/* The tile of a launch of T tokens: T itself up to 6, 8 for 7 and 8. */
+int gi_tile(int T) { return T <= 6 ? T : 8; }
+
+template <int SDT, bool LMA> gi_fn gi_pick_tt(int TT, int rw) {
+    switch (TT) {
     case 1: return gi_kernel<1, SDT, LMA, 2>;
     case 2: return gi_kernel<2, SDT, LMA, 2>;
     case 3: return gi_kernel<3, SDT, LMA, 2>;
     case 4: return rw == 4 ? gi_kernel<4, SDT, LMA, 4> : gi_kernel<4, SDT, LMA, 2>;
     case 5: return rw == 4 ? gi_kernel<5, SDT, LMA, 4> : gi_kernel<5, SDT, LMA, 2>;
     case 6: return rw == 4 ? gi_kernel<6, SDT, LMA, 4> : gi_kernel<6, SDT, LMA, 2>;
-    default: return rw == 4 ? gi_kernel<8, SDT, LMA, 4> : gi_kernel<8, SDT, LMA, 2>;
+    case 8: return rw == 4 ? gi_kernel<8, SDT, LMA, 4> : gi_kernel<8, SDT, LMA, 2>;
+    default: return nullptr;
     }
 }
-template <bool LMA> gi_fn gi_pick(int sdt, int T, int rw) {
+template <bool LMA> gi_fn gi_pick(int sdt, int TT, int rw) {
     switch (sdt) {
-    case SDC_F32: return gi_pick_tt<SDC_F32, LMA>(T, rw);
-    case SDC_F16: return gi_pick_tt<SDC_F16, LMA>(T, rw);
-    case SDC_BF16: return gi_pick_tt<SDC_BF16, LMA>(T, rw);
+    case SDC_F32: return gi_pick_tt<SDC_F32, LMA>(TT, rw);
+    case SDC_F16: return gi_pick_tt<SDC_F16, LMA>(TT, rw);
+    case SDC_BF16: return gi_pick_tt<SDC_BF16, LMA>(TT, rw);
     default: return nullptr;
     }
 }
@@ -277,13 +280,13 @@ extern "C" int sdc_gi_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
         return 0;
     if (p->group < 32 || p->group > 1024 || (p->group & (p->group - 1)) != 0 || p->ncp != p->cols / 32) return 0;
     if (!p->xq || !p->xsd || !p->scales || !p->biases) return 0;
-    const int TT = p->T <= 6 ? p->T : 8;
+    const int TT = gi_tile(p->T);
     /* rows a warp from T = 4 on: 4 for LM heads (2^28 weights or more), 2 elsewhere. bench_cuda
      * on an H100 (docs/benchmarks/cuda-gemv-i4-h100-2026-12-05.md), 8B shape: 2 rows took
      * 0.69-0.96x the time of 4 on the layers' matrices at T = 4 and 8, 1.07-1.09x on the LM head */
     const int rw = g_rows ? g_rows : (double)p->rows * (double)p->cols >= 268435456.0 ? 4 : 2;
     const int R = TT >= 4 && rw == 4 ? 4 : 2;
-    gi_fn fn = lma ? gi_pick<true>(p->sdt, p->T, rw) : gi_pick<false>(p->sdt, p->T, rw);
+    gi_fn fn = lma ? gi_pick<true>(p->sdt, TT, rw) : gi_pick<false>(p->sdt, TT, rw);
     if (!fn) return 0;
     pl->fn = (const void *)fn;
     pl->nj = p->cols / 1024;
