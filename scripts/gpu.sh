@@ -39,6 +39,7 @@
 #             staged attention alone against the split one; "kv" the KV cache at bf16 against f32,
 #             512 tokens; "gi" gemv_i4.cu's matmul kernel against the generic picks, SPECDEC_CUDA_GI=0; "nb" the int8
 #             norm preparation over several blocks a token against one, SPECDEC_CUDA_NORM_BLOCKS=0;
+#             "pre" what gemv_i4.cu's blocks fetch before their wait, SPECDEC_CUDA_GI_PRE=3 against 0;
 #             "mlp" the MLP block's fused launch (gate/up with SwiGLU and down's int8 preparation in
 #             their epilogue) against norm_matmul_n then swiglu_matmul_add, SPECDEC_CUDA_MLP=0). Those two variables, exported before gpu.sh, put every other phase (test
 #             aside: it runs both kernels itself) on the kernels they name.
@@ -50,6 +51,9 @@
 #             twice (with ab among the phases)
 #   kprof     Nsight Compute counters (speed of light, warp stalls, memory) of one decode layer's kernels on
 #             the inflated 8B shape (KPROF_RE, KPROF_SKIP, KPROF_COUNT; kprof_8b.txt)
+#   envab     classic decode tok/s of the inflated 8B shape (ENVAB_MODEL) under each of ENVAB_SETS (words
+#             of VAR=value[,VAR=value]; "-" for none), one binary, ENVAB_ROUNDS rounds (default 3) of every set
+#             in turn after a discarded warm-up, 128 tokens (envab.txt: set round tok/s; medians in summary)
 #   step      Nsight Compute's duration of every kernel of a short run (prefill and a few decode
 #             steps; the embedded pair and the inflated 8B shape): one CSV row a launch, in order
 #             (STEP_TOKENS, default 5; STEP_LAUNCHES, default 2000; STEP_MODELS, default both); of
@@ -214,6 +218,28 @@ if has kprof; then   # hardware counters of one decode layer's kernels on the in
   log "kprof: $(grep -c 'Duration' "$OUT/kprof_8b.txt") kernel reports"
 fi
 
+if has envab; then   # one binary under several environments, classic decode, sets interleaved round by round
+  D=${ENVAB_MODEL:-/tmp/inflated-qwen3-8b}
+  case "$D" in /tmp/inflated-*)
+    [ -d "$D" ] || run_to 400 "$OUT/inflate_${D#/tmp/inflated-}.log" "$BIN" inflate "$M" "$D" --shape "${D#/tmp/inflated-}" ||
+      log "inflate ${D#/tmp/inflated-} FAILED" ;;
+  esac
+  envab_one() {   # envab_one SET: decode tok/s
+    local e=(); [ "$1" != - ] && IFS=, read -r -a e <<< "$1"
+    env "${e[@]}" "$BIN" run -m "$D" --backend cuda -p "The history of the printing press" -n 128 --ignore-eos 2>&1 >/dev/null |
+      sed -n 's/.*decode \([0-9.]*\) tok\/s.*/\1/p' | tail -1
+  }
+  read -r -a sets <<< "${ENVAB_SETS:--}"
+  envab_one "${sets[0]}" > /dev/null   # warm-up: page cache, clocks
+  for r in $(seq "${ENVAB_ROUNDS:-3}"); do
+    for st in "${sets[@]}"; do echo "$st $r $(envab_one "$st")" >> "$OUT/envab.txt"; done
+  done
+  for st in "${sets[@]}"; do
+    log "envab $(basename "$D") $st: $(awk -v s="$st" '$1 == s {print $3}' "$OUT/envab.txt" | sort -g |
+      awk '{v[NR]=$1} END {if (NR) printf "median %.1f [%.1f, %.1f] n=%d", NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2, v[1], v[NR], NR}')"
+  done
+fi
+
 if has e2e; then   # end to end on the embedded pair and the inflated 8B shape: ms/token, phases, launches
   python3 - "$ROOT" <<'PY'
 import json, sys, os
@@ -275,6 +301,11 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
       OLD_ENV="SPECDEC_CUDA_NORM_BLOCKS=0" NEW_ENV="SPECDEC_CUDA_NORM_BLOCKS=1" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
         run_to 500 "$OUT/ab_nb_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
       log "norm preparation spread / one block $tag: $(grep '^| p' "$OUT/ab_nb_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+    fi
+    if [[ $kinds == *" pre "* ]]; then   # gemv_i4.cu's blocks fetching their first rows before their wait, or not
+      OLD_ENV="SPECDEC_CUDA_GI_PRE=0" NEW_ENV="SPECDEC_CUDA_GI_PRE=3" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
+        run_to 500 "$OUT/ab_pre_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
+      log "preload 3 / 0 $tag: $(grep '^| p' "$OUT/ab_pre_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     fi
     if [[ $kinds == *" mlp "* ]]; then   # the MLP block's fused launch against norm_matmul_n + swiglu_matmul_add
       OLD_ENV="SPECDEC_CUDA_MLP=0" NEW_ENV="SPECDEC_CUDA_MLP=1" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \

@@ -96,13 +96,17 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
     /* every kernel gives the bits of the default pick above (gemv_i4.cu's kernel where it
      * applies, else gemv.cu's for T <= 8 where x fits, else the tiled one): the streaming kernel
      * (stream.cu) where it applies, the tiled kernel (matmul.cu) alone, the streaming kernel on
-     * 3 blocks of 2 stages (several tiles a block, its stages reused), and the picks without
-     * gemv_i4.cu's kernel; the switches exist only where the CUDA backend is built */
+     * 3 blocks of 2 stages (several tiles a block, its stages reused), the picks without
+     * gemv_i4.cu's kernel, it on 4 rows a warp, and it with the other setting of what its blocks
+     * fetch before their wait; the switches exist only where the CUDA backend is built */
 #ifdef SPECDEC_HAVE_CUDA
-    const char *kname[5] = {"the streaming kernel", "the tiled kernel", "the streaming kernel on 3 blocks",
-                            "the generic picks (without gemv_i4.cu's kernel)", "gemv_i4.cu's kernel on 4 rows a warp"};
-    for (int m = 0; m < 5; m++) {
-        sd_cuda_matmul_kernels(m == 1 ? SD_CUDA_MM_TILED : m == 3 ? SD_CUDA_MM_GENERIC : m == 4 ? SD_CUDA_MM_GEMV : SD_CUDA_MM_STREAM);
+    const char *kname[6] = {"the streaming kernel", "the tiled kernel", "the streaming kernel on 3 blocks",
+                            "the generic picks (without gemv_i4.cu's kernel)", "gemv_i4.cu's kernel on 4 rows a warp",
+                            "gemv_i4.cu's kernel with the other preload (sd_cuda_gi_preload)"};
+    for (int m = 0; m < 6; m++) {
+        const int pre0 = sd_cuda_gi_preload(0);
+        sd_cuda_gi_preload(m == 5 ? pre0 ^ 3 : pre0);
+        sd_cuda_matmul_kernels(m == 1 ? SD_CUDA_MM_TILED : m == 3 ? SD_CUDA_MM_GENERIC : m >= 4 ? SD_CUDA_MM_GEMV : SD_CUDA_MM_STREAM);
         if (m == 2) sd_cuda_matmul_stream_cap(3, 2);
         sd_cuda_gi_rows(m == 4 ? 4 : 0);
         const int Tk[] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -118,6 +122,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
         sd_cuda_matmul_stream_cap(0, 0);
         sd_cuda_gi_rows(0);
+        sd_cuda_gi_preload(pre0);
     }
 #endif
 
@@ -421,14 +426,17 @@ static void test_mlp(sd_backend *g, int H, int I, specdec_dtype dt, int bits, in
     }
     const int Ts[] = {1, 2, 3, 5, 8, 9};
     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
-        for (int fuse = 1; fuse >= 0; fuse--) {
+        for (int fuse = 2; fuse >= 0; fuse--) {   /* 2: fused, with the other preload setting */
             const int T = Ts[ti];
             for (int k = 0; k < 2; k++) CHECK(g->i->write(g, dx[k], x, nx * 4, &E) == SPECDEC_OK, "write: %s", E.msg);
+            const int pre0 = sd_cuda_gi_preload(0);
+            sd_cuda_gi_preload(fuse == 2 ? pre0 ^ 3 : pre0);
             sd_cuda_mlp_fuse(fuse ? 2 : 0);
             const long n0 = sd_cuda_mlp_taken();
             CHECK_OP(g, sd_be_norm_mlp_add(g, dw, 1e-6f, dx[0], H, dxn[0], H, jp[0], jp[1], &dn.d, dg[0], du[0], T, dt2),
                      what);
             sd_cuda_mlp_fuse(1);
+            sd_cuda_gi_preload(pre0);
             /* the fused launch is taken exactly where it applies: int8, 4-bit rows, T <= 2, the
              * default kernels (these shapes have fewer 32-row groups than blocks fit the GPU) */
             const bool expect = fuse && gemv && g->int8 && bits == 4 && T <= 2;
@@ -441,7 +449,7 @@ static void test_mlp(sd_backend *g, int H, int I, specdec_dtype dt, int bits, in
             CHECK_OP(g, g->i->silu_mul(g, dg[1], du[1], I, T), what);
             CHECK_OP(g, g->i->matmul(g, &dn.d, dg[1], I, dt2, H, T), what);
             CHECK_OP(g, g->i->add(g, dx[1], dt2, (size_t)T * H), what);
-            const char *how = fuse ? "fused" : "two ops";
+            const char *how = fuse == 2 ? "fused, other preload" : fuse ? "fused" : "two ops";
             const struct { float *a, *b; int n; const char *name; } cmp[4] = {
                 {dxn[0], dxn[1], H, "xn"}, {du[0], du[1], I, "u"}, {dg[0], dg[1], I, "g (silu(g) * u)"}, {dx[0], dx[1], H, "x"}};
             for (int c = 0; c < 4; c++) {
@@ -790,13 +798,15 @@ int main(void) {
             test_fused_mm(gs[k], 1, fq, 2048, SPECDEC_DTYPE_BF16, 4, 32);   /* group 32: f32 at either precision */
             test_fused_mm(gs[k], 1, fq, 9216, SPECDEC_DTYPE_BF16, 4, 64);   /* a row past the weights held early */
         }
-        /* the MLP block: rows of 1024 (a warp's norm) and 2048 (a block's); f16 scales; 8-bit
+        /* the MLP block: rows of 1024 (a warp's norm), 2048 and 4096 (a block's); f16 scales; 8-bit
          * (the two ops: the fused launch takes 4-bit only); dense */
         test_mlp(gs[k], 2048, 3072, SPECDEC_DTYPE_BF16, 4, 64, km == 0);
         if (!quick) {
             test_mlp(gs[k], 1024, 2048, SPECDEC_DTYPE_F16, 4, 128, km == 0);
             test_mlp(gs[k], 1024, 1024, SPECDEC_DTYPE_BF16, 8, 64, km == 0);
             test_mlp(gs[k], 512, 1024, SPECDEC_DTYPE_BF16, 0, 0, km == 0);
+            /* rows of 4096: a whole first batch of gate and up a lane (gemv_i4.cu's preload) */
+            test_mlp(gs[k], 4096, 1024, SPECDEC_DTYPE_BF16, 4, 64, km == 0);
         }
         CHECK(gs[k]->i->sync(gs[k], &E) == SPECDEC_OK, "sync: %s", E.msg);
     }

@@ -46,95 +46,205 @@ template <int SDT> SDC_D float gi_sf(typename Sv<SDT>::raw v) {
     else return sdc_wordf((uint32_t)v, 0, SDT);
 }
 
-/* Chunks j0 .. j0 + DD - 1 of the lane's chunks of R rows (wo[r]: the row's first code chunk
- * for this lane, as a 16-byte index into W; so[r]: its first chunk's group, an index into the
- * scales and biases; 32-bit, as a matrix holds fewer than 2^32 chunks): every load first, then
- * the floats of the scales and biases, then each chunk's contribution (mm_chunk) in ascending
- * order. */
-template <int TT, int SDT, int R, int DD>
-SDC_D void gi_batch(const uint4 *W, const typename Sv<SDT>::raw *S, const typename Sv<SDT>::raw *B,
-                    const uint32_t (&wo)[R], const uint32_t (&so)[R], int j0, int lane, int gstep, const float4 *xs,
-                    const float *sx, int xt4, int tile_ch, float (&acc)[R][TT]) {
-    typedef typename Sv<SDT>::raw sraw;
-    Chunk<R> ch[DD];
-    sraw rs[DD][R], rb[DD][R];
+/* Chunks j0 .. j0 + DD - 1 of the lane's chunks of R rows as loaded (wo[r]: the row's first code
+ * chunk for this lane, as a 16-byte index into W; so[r]: its first chunk's group, an index into
+ * the scales and biases; 32-bit, as a matrix holds fewer than 2^32 chunks). */
+template <int SDT, int R, int DD> struct GiBatch {
+    uint4 w[DD][R];
+    typename Sv<SDT>::raw s[DD][R], b[DD][R];
+};
+
+/* Every load of a batch, none used: weights only, so a kernel may issue them before its
+ * griddepcontrol.wait (common.cuh's rule: no kernel writes them). */
+template <int SDT, int R, int DD>
+SDC_D void gi_load(const uint4 *W, const typename Sv<SDT>::raw *S, const typename Sv<SDT>::raw *B,
+                   const uint32_t (&wo)[R], const uint32_t (&so)[R], int j0, int gstep, GiBatch<SDT, R, DD> &bt) {
 #pragma unroll
     for (int j = 0; j < DD; j++)
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const uint32_t g = so[r] + (uint32_t)((j0 + j) * gstep);
-            ch[j].w[r] = __ldg(W + wo[r] + 32u * (uint32_t)(j0 + j));
-            rs[j][r] = __ldg(S + g);
-            rb[j][r] = __ldg(B + g);
+            bt.w[j][r] = __ldg(W + wo[r] + 32u * (uint32_t)(j0 + j));
+            bt.s[j][r] = __ldg(S + g);
+            bt.b[j][r] = __ldg(B + g);
         }
+}
+
+/* A loaded batch's contributions: the floats of its scales and biases, then each chunk's
+ * mm_chunk in ascending order. */
+template <int TT, int SDT, int R, int DD>
+SDC_D void gi_use(const GiBatch<SDT, R, DD> &bt, int j0, int lane, const float4 *xs, const float *sx, int xt4,
+                  int tile_ch, float (&acc)[R][TT]) {
+    Chunk<R> ch[DD];
 #pragma unroll
     for (int j = 0; j < DD; j++)
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            ch[j].s[r] = gi_sf<SDT>(rs[j][r]);
-            ch[j].b[r] = gi_sf<SDT>(rb[j][r]);
+            ch[j].w[r] = bt.w[j][r];
+            ch[j].s[r] = gi_sf<SDT>(bt.s[j][r]);
+            ch[j].b[r] = gi_sf<SDT>(bt.b[j][r]);
         }
 #pragma unroll
     for (int j = 0; j < DD; j++) mm_chunk<SDC_MM_Q4I, TT, R>(ch[j], lane + 32 * (j0 + j), xs, sx, xt4, tile_ch, acc);
 }
 
-/* The R rows row[] of a warp, every token of the tile: the lane's chunks in batches of D (then
- * singles), then the xor butterfly, so every lane holds every row's sums in acc. gi_kernel and
- * gi_swq_kernel both run it; only which rows a warp takes differs. */
-template <int TT, int SDT, int R, int D>
-SDC_D void gi_rows(const uint4 *W, const typename Sv<SDT>::raw *S, const typename Sv<SDT>::raw *B, const uint32_t (&row)[R],
-                   uint32_t rowq, uint32_t ngroups, int glane, int nj, int lane, int gstep, const float4 *xs,
-                   const float *sx, int xt4, int tile_ch, float (&acc)[R][TT]) {
-    uint32_t wo[R], so[R];
+/* One batch: every load first, then the contributions. */
+template <int TT, int SDT, int R, int DD>
+SDC_D void gi_batch(const uint4 *W, const typename Sv<SDT>::raw *S, const typename Sv<SDT>::raw *B,
+                    const uint32_t (&wo)[R], const uint32_t (&so)[R], int j0, int lane, int gstep, const float4 *xs,
+                    const float *sx, int xt4, int tile_ch, float (&acc)[R][TT]) {
+    GiBatch<SDT, R, DD> bt;
+    gi_load<SDT, R, DD>(W, S, B, wo, so, j0, gstep, bt);
+    gi_use<TT, SDT, R, DD>(bt, j0, lane, xs, sx, xt4, tile_ch, acc);
+}
+
+/* A warp's code and group offsets of rows row[] (see GiBatch). */
+template <int R>
+SDC_D void gi_offsets(const uint32_t (&row)[R], uint32_t rowq, uint32_t ngroups, int glane, int lane, uint32_t (&wo)[R],
+                      uint32_t (&so)[R]) {
 #pragma unroll
     for (int r = 0; r < R; r++) {
         wo[r] = row[r] * rowq + (uint32_t)lane;
         so[r] = row[r] * ngroups + (uint32_t)glane;
     }
+}
+
+/* Before the wait (GI_PRE_REGS): the first batch of the block's first rows into registers, or
+ * (GI_PRE_L2) prefetch to L2 of the rest of them; both read weights only. Only the single-token
+ * matmul kernels (decode steps) have the first; elsewhere the batch held across the wait
+ * spilled (ptxas, sm_90: up to 576 bytes in the T = 8 LM head). */
+enum { GI_PRE_L2 = 1, GI_PRE_REGS = 2 };
+template <int TT, bool LMA> constexpr bool gi_pre_regs_ok() { return TT == 1 && !LMA; }
+
+template <int R>
+SDC_D void gi_prefetch_l2(const uint4 *W, const uint32_t (&wo)[R], int j_from, int j_to) {
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        for (int j = j_from; j < j_to; j++) asm volatile("prefetch.global.L2 [%0];" ::"l"(W + wo[r] + 32u * (uint32_t)j));
+}
+
+/* What every warp of a launch shares: the matrix, its geometry and the prepared x. */
+template <int SDT> struct GiCtx {
+    const uint4 *W;
+    const typename Sv<SDT>::raw *S, *B;
+    uint32_t rowq, ngroups;   /* 16-byte chunks and groups a row */
+    int glane, gstep, nj, lane;
+    const float4 *xs;         /* x as the preparation kernel left it (mm_core.cuh): read from global memory */
+    const float *sx;
+    int xt4, tile_ch;
+};
+
+template <int SDT> SDC_D GiCtx<SDT> gi_ctx(const sdc_mm_params &p, int nj) {
+    GiCtx<SDT> c;
+    const int lane = threadIdx.x & 31;
+    const int gs = __ffs(p.group) - 6;   /* group = 32 << gs, gs in 0..5 */
+    c.W = (const uint4 *)p.w;
+    c.S = (const typename Sv<SDT>::raw *)p.scales;
+    c.B = (const typename Sv<SDT>::raw *)p.biases;
+    c.rowq = (uint32_t)p.cols >> 5;
+    c.ngroups = (uint32_t)(p.cols / p.group);
+    c.glane = lane >> gs;     /* chunk lane + 32 j: group glane + j gstep */
+    c.gstep = 32 >> gs;
+    c.nj = nj;
+    c.lane = lane;
+    c.xs = (const float4 *)p.xq;
+    c.sx = (const float *)p.xsd;
+    c.tile_ch = p.ncp;
+    c.xt4 = 2 * p.ncp;
+    return c;
+}
+
+/* Before the kernel's wait, for the rows row[] the warp takes first: their first batch into
+ * `first` (GI_PRE_REGS; returns whether it did), and towards L2 the rest of their chunks
+ * (GI_PRE_L2) or, without that bit, the first batch where it is not in registers. Weights only. */
+template <int SDT, int R, int D, bool OK>
+SDC_D bool gi_pre(const GiCtx<SDT> &c, const uint32_t (&row)[R], int pre, GiBatch<SDT, R, D> &first) {
+    uint32_t wo[R], so[R];
+    gi_offsets<R>(row, c.rowq, c.ngroups, c.glane, c.lane, wo, so);
+    const bool regs = OK && (pre & GI_PRE_REGS) && c.nj >= D;
+    if (regs) gi_load<SDT, R, D>(c.W, c.S, c.B, wo, so, 0, c.gstep, first);
+    gi_prefetch_l2<R>(c.W, wo, regs ? D : 0, (pre & GI_PRE_L2) ? c.nj : (regs ? D : min(D, c.nj)));
+    return regs;
+}
+
+/* The R rows row[] of a warp, every token of the tile: the lane's chunks in batches of D (then
+ * singles), then the xor butterfly, so every lane holds every row's sums in acc. gi_kernel and
+ * gi_swq_kernel both run it; only which rows a warp takes differs. With `have` the first batch
+ * (chunks 0 .. D - 1; nj >= D) is already in `first` (gi_pre). Callers pass `first` only to the
+ * first rows a warp takes, outside any loop, so it is dead once used. */
+template <int TT, int SDT, int R, int D>
+SDC_D void gi_rows(const GiCtx<SDT> &c, const uint32_t (&row)[R], float (&acc)[R][TT], GiBatch<SDT, R, D> &first,
+                   bool have) {
+    uint32_t wo[R], so[R];
+    gi_offsets<R>(row, c.rowq, c.ngroups, c.glane, c.lane, wo, so);
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
     int j0 = 0;
-    for (; j0 + D <= nj; j0 += D) gi_batch<TT, SDT, R, D>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
-    for (; j0 < nj; j0++) gi_batch<TT, SDT, R, 1>(W, S, B, wo, so, j0, lane, gstep, xs, sx, xt4, tile_ch, acc);
+    if (c.nj >= D) {
+        if (!have) gi_load<SDT, R, D>(c.W, c.S, c.B, wo, so, 0, c.gstep, first);
+        gi_use<TT, SDT, R, D>(first, 0, c.lane, c.xs, c.sx, c.xt4, c.tile_ch, acc);
+        j0 = D;
+    }
+    for (; j0 + D <= c.nj; j0 += D)
+        gi_batch<TT, SDT, R, D>(c.W, c.S, c.B, wo, so, j0, c.lane, c.gstep, c.xs, c.sx, c.xt4, c.tile_ch, acc);
+    for (; j0 < c.nj; j0++)
+        gi_batch<TT, SDT, R, 1>(c.W, c.S, c.B, wo, so, j0, c.lane, c.gstep, c.xs, c.sx, c.xt4, c.tile_ch, acc);
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int t = 0; t < TT; t++) acc[r][t] = sdc_warp_sum(acc[r][t]);
 }
 
+/* The rows of a warp of gi_kernel in row block rb, and their results: stored, or (LMA) offered
+ * to the warp's bests. */
+template <int TT, int SDT, bool LMA, int R, int D>
+SDC_D void gi_block(const sdc_mm_params &p, const GiCtx<SDT> &c, int rb, int nw, int warp, GiBatch<SDT, R, D> &first,
+                    bool have, sdc_best (&best)[TT]) {
+    const int r0 = (rb * nw + warp) * R;
+    uint32_t row[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) row[r] = (uint32_t)min(r0 + r, p.rows - 1);   /* past the end: loaded, never stored */
+    float acc[R][TT];
+    gi_rows<TT, SDT, R, D>(c, row, acc, first, have);
+    /* every lane now holds every sum (the butterfly is symmetric) */
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int rr = r0 + r;
+        if (rr >= p.rows) continue;
+#pragma unroll
+        for (int t = 0; t < TT; t++) {
+            if (t >= p.T) continue;
+            if constexpr (LMA) {
+                if (c.lane == 0) sdc_best_offer(&best[t], acc[r][t], rr);
+            } else if (c.lane == r * TT + t) {
+                mm_store(p, rr, t, acc[r][t]);
+            }
+        }
+    }
+}
+
 /* T <= 2: at most 80 registers, 3 blocks of 256 threads a SM; T = 3..8: at most 128 (2 blocks),
  * where 80 spilled the accumulators and the token loop's x to local memory */
 template <int TT, int SDT, bool LMA, int RW>
-__global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_kernel(const sdc_mm_params p, const int nj, const int nrb) {
+__global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_kernel(const sdc_mm_params p, const int nj, const int nrb,
+                                                                         const int pre) {
     constexpr int R = GiShape<TT, RW>::R, D = GiShape<TT, RW>::D;
-    typedef typename Sv<SDT>::raw sraw;
     extern __shared__ sdc_best gi_wb[];   /* LMA: (nw, T) */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const uint32_t rowq = (uint32_t)p.cols >> 5;   /* 16-byte chunks a row */
-    const uint32_t ngroups = (uint32_t)(p.cols / p.group);
-    const int gs = __ffs(p.group) - 6;           /* group = 32 << gs, gs in 0..5 */
-    const int glane = lane >> gs, gstep = 32 >> gs;   /* chunk lane + 32 j: group glane + j gstep */
-    const uint4 *W = (const uint4 *)p.w;
-    const sraw *S = (const sraw *)p.scales, *B = (const sraw *)p.biases;
-    /* x as the preparation kernel left it (mm_core.cuh): read from global memory, no staging */
-    const float4 *xs = (const float4 *)p.xq;
-    const float *sx = (const float *)p.xsd;
-    const int tile_ch = p.ncp, xt4 = 2 * p.ncp;
+    const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const GiCtx<SDT> c = gi_ctx<SDT>(p, nj);
 
-    /* The weights are no kernel's output: the block's first batch is sent towards L2 while the
-     * kernel before it still runs (common.cuh, programmatic dependent launch). */
-    if (blockIdx.x < nrb) {
-        const int r0 = (blockIdx.x * nw + warp) * R;
+    /* The weights are no kernel's output, so the warp's first rows are fetched while the kernel
+     * before it still runs (common.cuh, programmatic dependent launch): gi_pre. */
+    GiBatch<SDT, R, D> first;
+    bool have = false;
+    if ((int)blockIdx.x < nrb) {
+        const int r0 = ((int)blockIdx.x * nw + warp) * R;
+        uint32_t row[R];
 #pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int j = 0; j < D; j++)
-                if (j < nj) {
-                    const uint4 *a = W + (uint32_t)min(r0 + r, p.rows - 1) * rowq + lane + 32 * j;
-                    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-                }
+        for (int r = 0; r < R; r++) row[r] = (uint32_t)min(r0 + r, p.rows - 1);
+        have = gi_pre<SDT, R, D, gi_pre_regs_ok<TT, LMA>()>(c, row, pre, first);
     }
     sdc_grid_enter();
 
@@ -142,37 +252,63 @@ __global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_kernel(const s
 #pragma unroll
     for (int t = 0; t < TT; t++) best[t] = sdc_best_none();
 
-    for (int rb = blockIdx.x; rb < nrb; rb += gridDim.x) {
-        const int r0 = (rb * nw + warp) * R;
-        uint32_t row[R];
-#pragma unroll
-        for (int r = 0; r < R; r++) row[r] = (uint32_t)min(r0 + r, p.rows - 1);   /* past the end: loaded, never stored */
-        float acc[R][TT];
-        gi_rows<TT, SDT, R, D>(W, S, B, row, rowq, ngroups, glane, nj, lane, gstep, xs, sx, xt4, tile_ch, acc);
-        /* every lane now holds every sum (the butterfly is symmetric) */
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            const int rr = r0 + r;
-            if (rr >= p.rows) continue;
-#pragma unroll
-            for (int t = 0; t < TT; t++) {
-                if (t >= p.T) continue;
-                if constexpr (LMA) {
-                    if (lane == 0) sdc_best_offer(&best[t], acc[r][t], rr);
-                } else if (lane == r * TT + t) {
-                    mm_store(p, rr, t, acc[r][t]);
-                }
-            }
+    if constexpr (gi_pre_regs_ok<TT, LMA>()) {
+        /* the first row block apart, so that `first` is dead before the loop */
+        int rb = blockIdx.x;
+        if (rb < nrb) gi_block<TT, SDT, LMA, R, D>(p, c, rb, nw, warp, first, have, best);
+        for (rb += gridDim.x; rb < nrb; rb += gridDim.x) {
+            GiBatch<SDT, R, D> bt;
+            gi_block<TT, SDT, LMA, R, D>(p, c, rb, nw, warp, bt, false, best);
+        }
+    } else {
+        for (int rb = blockIdx.x; rb < nrb; rb += gridDim.x) {
+            GiBatch<SDT, R, D> bt;
+            gi_block<TT, SDT, LMA, R, D>(p, c, rb, nw, warp, bt, false, best);
         }
     }
     if constexpr (LMA) {
-        if (lane == 0)
+        if (c.lane == 0)
 #pragma unroll
             for (int t = 0; t < TT; t++)
                 if (t < p.T) gi_wb[warp * p.T + t] = best[t];
         __syncthreads();
         mm_lma_part(p, gi_wb, nw, blockDim.x);
     }
+}
+
+/* One pair of gi_swq_kernel (gate row i, up row i, i = 32 G + 8 k + warp) and its epilogue. */
+template <int TT, int SDT, int D>
+SDC_D void gi_swq_pair(const sdc_mm_params &p, const sdc_swq_out &o, const GiCtx<SDT> &c, int G, int k, int warp, int I,
+                       float (&hs)[TT][32], GiBatch<SDT, 2, D> &first, bool have) {
+    const int i = G * 32 + k * 8 + warp;
+    const uint32_t row[2] = {(uint32_t)i, (uint32_t)(i + I)};
+    float acc[2][TT];
+    gi_rows<TT, SDT, 2, D>(c, row, acc, first, have);
+#pragma unroll
+    for (int t = 0; t < TT; t++)
+        if (t < p.T && c.lane == t) {
+            const float g = acc[0][t], u = acc[1][t];
+            const float h = g / (1.0f + expf(-g)) * u;
+            o.g[(size_t)t * (size_t)o.ld + (size_t)i] = h;
+            o.u[(size_t)t * (size_t)o.ld + (size_t)i] = u;
+            hs[t][k * 8 + warp] = h;
+        }
+}
+
+/* Group G of gi_swq_kernel: its four pairs a warp, then the down projection's x chunk G. */
+template <int TT, int SDT, int D>
+SDC_D void gi_swq_group(const sdc_mm_params &p, const sdc_swq_out &o, const GiCtx<SDT> &c, int G, int warp, int I,
+                        size_t txq, float (&hs)[TT][32], GiBatch<SDT, 2, D> &first, bool have) {
+    gi_swq_pair<TT, SDT, D>(p, o, c, G, 0, warp, I, hs, first, have);
+#pragma unroll 1
+    for (int k = 1; k < 4; k++) {
+        GiBatch<SDT, 2, D> bt;
+        gi_swq_pair<TT, SDT, D>(p, o, c, G, k, warp, I, hs, bt, false);
+    }
+    __syncthreads();
+    if (warp < p.T)
+        mm_i8_block32(hs[warp][c.lane], c.lane, (unsigned char *)o.xq + (size_t)warp * txq, (float2 *)o.xsd + (size_t)warp * o.ncp, G);
+    __syncthreads();   /* hs is the next group's */
 }
 
 /* The gate and up projections of an MLP (one matrix of 2 I rows: gate's I, then up's) with the
@@ -186,62 +322,48 @@ __global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_kernel(const s
  * kernel for down: one launch fewer in the chain. */
 template <int TT, int SDT>
 __global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_swq_kernel(const sdc_mm_params p, const sdc_swq_out o,
-                                                                             const int nj) {
-    constexpr int R = 2, D = GiShape<TT, 2>::D;
-    typedef typename Sv<SDT>::raw sraw;
+                                                                             const int nj, const int pre) {
+    constexpr int D = GiShape<TT, 2>::D;
     __shared__ float hs[TT][32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;   /* 8 warps */
-    const uint32_t rowq = (uint32_t)p.cols >> 5;
-    const uint32_t ngroups = (uint32_t)(p.cols / p.group);
-    const int gs = __ffs(p.group) - 6;
-    const int glane = lane >> gs, gstep = 32 >> gs;
-    const uint4 *W = (const uint4 *)p.w;
-    const sraw *S = (const sraw *)p.scales, *B = (const sraw *)p.biases;
-    const float4 *xs = (const float4 *)p.xq;
-    const float *sx = (const float *)p.xsd;
-    const int tile_ch = p.ncp, xt4 = 2 * p.ncp;
+    const int warp = threadIdx.x >> 5;   /* 8 warps */
+    const GiCtx<SDT> c = gi_ctx<SDT>(p, nj);
     const int I = p.rows >> 1, ngrp = I >> 5;
     const size_t txq = (size_t)o.ncp * 32;   /* bytes of a token's codes in o.xq */
 
-    if (blockIdx.x < ngrp) {   /* the weights are no kernel's output: the first pair towards L2 */
+    /* the weights are no kernel's output: the block's first group is fetched while the kernel
+     * before still runs (gi_pre: its first pair, and with GI_PRE_L2 the other three towards L2) */
+    GiBatch<SDT, 2, D> first;
+    bool have = false;
+    if ((int)blockIdx.x < ngrp) {
         const int i = blockIdx.x * 32 + warp;
-#pragma unroll
-        for (int r = 0; r < R; r++)
-#pragma unroll
-            for (int j = 0; j < D; j++)
-                if (j < nj) {
-                    const uint4 *a = W + (uint32_t)(i + r * I) * rowq + lane + 32 * j;
-                    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-                }
+        const uint32_t row[2] = {(uint32_t)i, (uint32_t)(i + I)};
+        have = gi_pre<SDT, 2, D, gi_pre_regs_ok<TT, false>()>(c, row, pre, first);
+        if (pre & GI_PRE_L2)
+            for (int k = 1; k < 4; k++) {
+                const uint32_t rk[2] = {(uint32_t)(i + 8 * k), (uint32_t)(i + 8 * k + I)};
+                uint32_t wo[2], so[2];
+                gi_offsets<2>(rk, c.rowq, c.ngroups, c.glane, c.lane, wo, so);
+                gi_prefetch_l2<2>(c.W, wo, 0, nj);
+            }
     }
     sdc_grid_enter();
 
-    for (int G = blockIdx.x; G < ngrp; G += gridDim.x) {
-#pragma unroll 1
-        for (int k = 0; k < 4; k++) {
-            const int i = G * 32 + k * 8 + warp;
-            const uint32_t row[R] = {(uint32_t)i, (uint32_t)(i + I)};   /* gate row i, up row i */
-            float acc[R][TT];
-            gi_rows<TT, SDT, R, D>(W, S, B, row, rowq, ngroups, glane, nj, lane, gstep, xs, sx, xt4, tile_ch, acc);
-#pragma unroll
-            for (int t = 0; t < TT; t++)
-                if (t < p.T && lane == t) {
-                    const float g = acc[0][t], u = acc[1][t];
-                    const float h = g / (1.0f + expf(-g)) * u;
-                    o.g[(size_t)t * (size_t)o.ld + (size_t)i] = h;
-                    o.u[(size_t)t * (size_t)o.ld + (size_t)i] = u;
-                    hs[t][k * 8 + warp] = h;
-                }
-        }
-        __syncthreads();
-        if (warp < p.T) mm_i8_block32(hs[warp][lane], lane, (unsigned char *)o.xq + (size_t)warp * txq, (float2 *)o.xsd + (size_t)warp * o.ncp, G);
-        __syncthreads();   /* hs is the next group's */
+    /* the first group apart, so that `first` is dead before the loop */
+    int G = blockIdx.x;
+    if constexpr (gi_pre_regs_ok<TT, false>()) {
+        if (G < ngrp) gi_swq_group<TT, SDT, D>(p, o, c, G, warp, I, txq, hs, first, have);
+        G += gridDim.x;
+    }
+    for (; G < ngrp; G += gridDim.x) {
+        GiBatch<SDT, 2, D> bt;
+        gi_swq_group<TT, SDT, D>(p, o, c, G, warp, I, txq, hs, bt, false);
     }
 }
 
-typedef void (*gi_fn)(const sdc_mm_params, const int, const int);
+typedef void (*gi_fn)(const sdc_mm_params, const int, const int, const int);
 
 int g_rows = 0;   /* sd_cuda_gi_rows: 0 the rule of sdc_gi_plan_for, else 2 or 4 */
+int g_pre = 0;    /* sd_cuda_gi_preload: GI_PRE_* bits */
 
 /* The tile of a launch of T tokens: T itself up to 6, 8 for 7 and 8. */
 int gi_tile(int T) { return T <= 6 ? T : 8; }
@@ -270,6 +392,11 @@ template <bool LMA> gi_fn gi_pick(int sdt, int TT, int rw) {
 } // namespace
 
 extern "C" void sd_cuda_gi_rows(int rows) { g_rows = rows == 2 || rows == 4 ? rows : 0; }
+extern "C" int sd_cuda_gi_preload(int bits) {
+    const int was = g_pre;
+    g_pre = bits & (GI_PRE_L2 | GI_PRE_REGS);
+    return was;
+}
 
 extern "C" int sdc_gi_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma, sdc_gi_plan *pl, cudaError_t *e) {
     *e = cudaSuccess;
@@ -290,15 +417,16 @@ extern "C" int sdc_gi_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
     if (!fn) return 0;
     pl->fn = (const void *)fn;
     pl->nj = p->cols / 1024;
+    pl->pre = g_pre;
     const long units = (p->rows + R - 1) / R;
     return mm_launch_shape(pl->fn, units, 0, lma, p->T, LONG_MAX, d, &pl->nw, &pl->nrb, &pl->smem, &pl->grid, e);
 }
 
 extern "C" cudaError_t sdc_gi_launch(const sdc_gi_plan *pl, const sdc_mm_params *p, const sdc_dev *d) {
-    return sdc_launch(d, (gi_fn)pl->fn, pl->grid, pl->nw * 32, pl->smem, *p, pl->nj, pl->nrb);
+    return sdc_launch(d, (gi_fn)pl->fn, pl->grid, pl->nw * 32, pl->smem, *p, pl->nj, pl->nrb, pl->pre);
 }
 
-typedef void (*swq_fn)(const sdc_mm_params, const sdc_swq_out, const int);
+typedef void (*swq_fn)(const sdc_mm_params, const sdc_swq_out, const int, const int);
 
 template <int SDT> swq_fn swq_pick_tt(int ti) { return ti == 0 ? gi_swq_kernel<1, SDT> : gi_swq_kernel<2, SDT>; }
 
@@ -330,6 +458,7 @@ extern "C" int sdc_gi_swq_plan(const sdc_mm_params *p, const sdc_dev *d, int ful
     g = ngrp;
     pl->fn = (const void *)fn;
     pl->nj = base.nj;
+    pl->pre = base.pre;
     pl->nw = GI_THREADS / 32;
     pl->nrb = (int)ngrp;
     pl->smem = 0;
@@ -339,5 +468,5 @@ extern "C" int sdc_gi_swq_plan(const sdc_mm_params *p, const sdc_dev *d, int ful
 
 extern "C" cudaError_t sdc_gi_swq_launch(const sdc_gi_plan *pl, const sdc_mm_params *p, const sdc_swq_out *o,
                                          const sdc_dev *d) {
-    return sdc_launch(d, (swq_fn)pl->fn, pl->grid, GI_THREADS, 0, *p, *o, pl->nj);
+    return sdc_launch(d, (swq_fn)pl->fn, pl->grid, GI_THREADS, 0, *p, *o, pl->nj, pl->pre);
 }
