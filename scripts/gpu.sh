@@ -39,7 +39,8 @@
 #             staged attention alone against the split one; "kv" the KV cache at bf16 against f32,
 #             512 tokens; "gi" gemv_i4.cu's matmul kernel against the generic picks, SPECDEC_CUDA_GI=0; "nb" the int8
 #             norm preparation over several blocks a token against one, SPECDEC_CUDA_NORM_BLOCKS=0;
-#             "pre" what gemv_i4.cu's blocks fetch before their wait, SPECDEC_CUDA_GI_PRE=3 against 0;
+#             "pre" gemv_i4.cu's single-token kernels loading their first batch before their wait
+#             (SPECDEC_CUDA_GI_PRE=1, the default) against prefetching it towards L2 (0);
 #             "mlp" the MLP block's fused launch (gate/up with SwiGLU and down's int8 preparation in
 #             their epilogue) against norm_matmul_n then swiglu_matmul_add, SPECDEC_CUDA_MLP=0). Those two variables, exported before gpu.sh, put every other phase (test
 #             aside: it runs both kernels itself) on the kernels they name.
@@ -303,9 +304,9 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
       log "norm preparation spread / one block $tag: $(grep '^| p' "$OUT/ab_nb_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     fi
     if [[ $kinds == *" pre "* ]]; then   # gemv_i4.cu's blocks fetching their first rows before their wait, or not
-      OLD_ENV="SPECDEC_CUDA_GI_PRE=0" NEW_ENV="SPECDEC_CUDA_GI_PRE=3" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
+      OLD_ENV="SPECDEC_CUDA_GI_PRE=0" NEW_ENV="SPECDEC_CUDA_GI_PRE=1" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
         run_to 500 "$OUT/ab_pre_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
-      log "preload 3 / 0 $tag: $(grep '^| p' "$OUT/ab_pre_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+      log "preload / L2 prefetch $tag: $(grep '^| p' "$OUT/ab_pre_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     fi
     if [[ $kinds == *" mlp "* ]]; then   # the MLP block's fused launch against norm_matmul_n + swiglu_matmul_add
       OLD_ENV="SPECDEC_CUDA_MLP=0" NEW_ENV="SPECDEC_CUDA_MLP=1" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \

@@ -105,7 +105,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
                             "gemv_i4.cu's kernel with the other preload (sd_cuda_gi_preload)"};
     for (int m = 0; m < 6; m++) {
         const int pre0 = sd_cuda_gi_preload(0);
-        sd_cuda_gi_preload(m == 5 ? pre0 ^ 3 : pre0);
+        sd_cuda_gi_preload(m == 5 ? !pre0 : pre0);
         sd_cuda_matmul_kernels(m == 1 ? SD_CUDA_MM_TILED : m == 3 ? SD_CUDA_MM_GENERIC : m >= 4 ? SD_CUDA_MM_GEMV : SD_CUDA_MM_STREAM);
         if (m == 2) sd_cuda_matmul_stream_cap(3, 2);
         sd_cuda_gi_rows(m == 4 ? 4 : 0);
@@ -412,8 +412,8 @@ static void test_mlp(sd_backend *g, int H, int I, specdec_dtype dt, int bits, in
     const int rs[2] = {I, I};
     mats_make(g, 2, rs, H, dt, bits, group, what, h, joined, sep, jp);
     hmat dn = hmat_make(H, I, dt, bits, group, true);
-    const size_t nx = (size_t)TMAX * H, ni = (size_t)TMAX * I;
-    float *x = malloc(nx * 4), *w = malloc((size_t)H * 4), *ha = malloc(ni * 4), *hb = malloc(ni * 4);
+    const size_t nx = (size_t)TMAX * H, ni = (size_t)TMAX * I, nh = nx > ni ? nx : ni;   /* ha, hb: rows of H or I */
+    float *x = malloc(nx * 4), *w = malloc((size_t)H * 4), *ha = malloc(nh * 4), *hb = malloc(nh * 4);
     fill_normal(x, nx, 1.5f);
     fill_normal(w, (size_t)H, 1.0f);
     float *dw = dput(w, (size_t)H * 4);
@@ -430,7 +430,7 @@ static void test_mlp(sd_backend *g, int H, int I, specdec_dtype dt, int bits, in
             const int T = Ts[ti];
             for (int k = 0; k < 2; k++) CHECK(g->i->write(g, dx[k], x, nx * 4, &E) == SPECDEC_OK, "write: %s", E.msg);
             const int pre0 = sd_cuda_gi_preload(0);
-            sd_cuda_gi_preload(fuse == 2 ? pre0 ^ 3 : pre0);
+            sd_cuda_gi_preload(fuse == 2 ? !pre0 : pre0);
             sd_cuda_mlp_fuse(fuse ? 2 : 0);
             const long n0 = sd_cuda_mlp_taken();
             CHECK_OP(g, sd_be_norm_mlp_add(g, dw, 1e-6f, dx[0], H, dxn[0], H, jp[0], jp[1], &dn.d, dg[0], du[0], T, dt2),

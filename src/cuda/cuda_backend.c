@@ -591,7 +591,7 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     const char *grv = getenv("SPECDEC_CUDA_GI_ROWS");
     if (grv && (!strcmp(grv, "2") || !strcmp(grv, "4"))) sd_cuda_gi_rows(grv[0] - '0');
     const char *gpv = getenv("SPECDEC_CUDA_GI_PRE");
-    if (gpv && gpv[0] >= '0' && gpv[0] <= '3' && !gpv[1]) sd_cuda_gi_preload(gpv[0] - '0');
+    if (gpv && (gpv[0] == '0' || gpv[0] == '1') && !gpv[1]) sd_cuda_gi_preload(gpv[0] - '0');
     if (atv && (!strcmp(atv, "staged") || !strcmp(atv, "split"))) sd_cuda_attention_kernel(atv[1] == 't');
     const char *nbv = getenv("SPECDEC_CUDA_NORM_BLOCKS");   /* 0: the int8 norm preparation in one block a token (A/B runs) */
     if (nbv && (!strcmp(nbv, "0") || !strcmp(nbv, "1"))) sd_cuda_norm_blocks(nbv[0] == '1');

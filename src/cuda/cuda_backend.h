@@ -28,10 +28,10 @@ void sd_cuda_matmul_kernels(int which);
  * LM heads and 2 elsewhere; 2 or 4 for every matrix (SPECDEC_CUDA_GI_ROWS=2 or 4 at backend
  * creation; A/B runs). Same bits either way. */
 void sd_cuda_gi_rows(int rows);
-/* What a block of gemv_i4.cu's kernels fetches before its griddepcontrol.wait, while the kernel
- * before it still runs (bits): 1 its first rows' weights towards L2 (else only their first
- * batch), 2 their first batch into registers. SPECDEC_CUDA_GI_PRE=0..3 at backend creation (A/B
- * runs). Same bits either way: only when the loads are issued changes. Returns the bits before. */
+/* gemv_i4.cu's single-token kernels: 1 (the default) a warp loads its first batch of weights
+ * into registers before its griddepcontrol.wait, while the kernel before it still runs; 0 it
+ * only prefetches that batch towards L2 (SPECDEC_CUDA_GI_PRE=0 or 1 at backend creation; A/B
+ * runs). Same bits either way: only when the loads are issued changes. Returns the setting before. */
 int sd_cuda_gi_preload(int bits);
 /* The MLP block at int8 (norm_mlp_add): 1 (the default) gate and up with the SwiGLU and the
  * down projection's int8 preparation in their epilogue (gemv_i4.cu's gi_swq_kernel) where the

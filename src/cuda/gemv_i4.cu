@@ -109,19 +109,10 @@ SDC_D void gi_offsets(const uint32_t (&row)[R], uint32_t rowq, uint32_t ngroups,
     }
 }
 
-/* Before the wait (GI_PRE_REGS): the first batch of the block's first rows into registers, or
- * (GI_PRE_L2) prefetch to L2 of the rest of them; both read weights only. Only the single-token
- * matmul kernels (decode steps) have the first; elsewhere the batch held across the wait
- * spilled (ptxas, sm_90: up to 576 bytes in the T = 8 LM head). */
-enum { GI_PRE_L2 = 1, GI_PRE_REGS = 2 };
+/* Which kernels may load their first batch before the wait (gi_pre): the single-token matmuls
+ * (decode and drafter steps). Elsewhere the batch held across the wait spilled (ptxas, sm_90: up
+ * to 576 bytes a thread in the T = 8 LM head). */
 template <int TT, bool LMA> constexpr bool gi_pre_regs_ok() { return TT == 1 && !LMA; }
-
-template <int R>
-SDC_D void gi_prefetch_l2(const uint4 *W, const uint32_t (&wo)[R], int j_from, int j_to) {
-#pragma unroll
-    for (int r = 0; r < R; r++)
-        for (int j = j_from; j < j_to; j++) asm volatile("prefetch.global.L2 [%0];" ::"l"(W + wo[r] + 32u * (uint32_t)j));
-}
 
 /* What every warp of a launch shares: the matrix, its geometry and the prepared x. */
 template <int SDT> struct GiCtx {
@@ -154,17 +145,31 @@ template <int SDT> SDC_D GiCtx<SDT> gi_ctx(const sdc_mm_params &p, int nj) {
     return c;
 }
 
-/* Before the kernel's wait, for the rows row[] the warp takes first: their first batch into
- * `first` (GI_PRE_REGS; returns whether it did), and towards L2 the rest of their chunks
- * (GI_PRE_L2) or, without that bit, the first batch where it is not in registers. Weights only. */
+/* Before the kernel's wait (weights only: common.cuh's rule), for the rows row[] the warp takes
+ * first: their first batch loaded into `first` (with `pre`, in the kernels that may; returns
+ * whether it did), else prefetched towards L2.
+ *
+ * Why registers. With the L2 prefetch alone the batch still crosses from L2 after the wait, and
+ * the kernel's first round of loads is the launch's critical path; loaded into registers, it
+ * arrives while the kernel before (a preparation or attention, a few microseconds) still runs.
+ * On an H100 (docs/benchmarks/cuda-preload-h100-2026-12-06.md) classic decode of the 8B shape
+ * ran 1.074x. Prefetching the rest of the rows towards L2 as well ran 0.78x (with the register
+ * load 1.00x): as with the earlier prefetch kernels, L2 prefetches beyond the first batch cost
+ * more than they save. */
 template <int SDT, int R, int D, bool OK>
 SDC_D bool gi_pre(const GiCtx<SDT> &c, const uint32_t (&row)[R], int pre, GiBatch<SDT, R, D> &first) {
     uint32_t wo[R], so[R];
     gi_offsets<R>(row, c.rowq, c.ngroups, c.glane, c.lane, wo, so);
-    const bool regs = OK && (pre & GI_PRE_REGS) && c.nj >= D;
-    if (regs) gi_load<SDT, R, D>(c.W, c.S, c.B, wo, so, 0, c.gstep, first);
-    gi_prefetch_l2<R>(c.W, wo, regs ? D : 0, (pre & GI_PRE_L2) ? c.nj : (regs ? D : min(D, c.nj)));
-    return regs;
+    if (OK && pre && c.nj >= D) {
+        gi_load<SDT, R, D>(c.W, c.S, c.B, wo, so, 0, c.gstep, first);
+        return true;
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int j = 0; j < D; j++)
+            if (j < c.nj) asm volatile("prefetch.global.L2 [%0];" ::"l"(c.W + wo[r] + 32u * (uint32_t)j));
+    return false;
 }
 
 /* The R rows row[] of a warp, every token of the tile: the lane's chunks in batches of D (then
@@ -331,20 +336,13 @@ __global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_swq_kernel(con
     const size_t txq = (size_t)o.ncp * 32;   /* bytes of a token's codes in o.xq */
 
     /* the weights are no kernel's output: the block's first group is fetched while the kernel
-     * before still runs (gi_pre: its first pair, and with GI_PRE_L2 the other three towards L2) */
+     * before still runs (gi_pre: its first pair) */
     GiBatch<SDT, 2, D> first;
     bool have = false;
     if ((int)blockIdx.x < ngrp) {
         const int i = blockIdx.x * 32 + warp;
         const uint32_t row[2] = {(uint32_t)i, (uint32_t)(i + I)};
         have = gi_pre<SDT, 2, D, gi_pre_regs_ok<TT, false>()>(c, row, pre, first);
-        if (pre & GI_PRE_L2)
-            for (int k = 1; k < 4; k++) {
-                const uint32_t rk[2] = {(uint32_t)(i + 8 * k), (uint32_t)(i + 8 * k + I)};
-                uint32_t wo[2], so[2];
-                gi_offsets<2>(rk, c.rowq, c.ngroups, c.glane, c.lane, wo, so);
-                gi_prefetch_l2<2>(c.W, wo, 0, nj);
-            }
     }
     sdc_grid_enter();
 
@@ -363,7 +361,7 @@ __global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_swq_kernel(con
 typedef void (*gi_fn)(const sdc_mm_params, const int, const int, const int);
 
 int g_rows = 0;   /* sd_cuda_gi_rows: 0 the rule of sdc_gi_plan_for, else 2 or 4 */
-int g_pre = 0;    /* sd_cuda_gi_preload: GI_PRE_* bits */
+int g_pre = 1;    /* sd_cuda_gi_preload: the first batch loaded before the wait (gi_pre) */
 
 /* The tile of a launch of T tokens: T itself up to 6, 8 for 7 and 8. */
 int gi_tile(int T) { return T <= 6 ? T : 8; }
@@ -394,7 +392,7 @@ template <bool LMA> gi_fn gi_pick(int sdt, int TT, int rw) {
 extern "C" void sd_cuda_gi_rows(int rows) { g_rows = rows == 2 || rows == 4 ? rows : 0; }
 extern "C" int sd_cuda_gi_preload(int bits) {
     const int was = g_pre;
-    g_pre = bits & (GI_PRE_L2 | GI_PRE_REGS);
+    g_pre = bits ? 1 : 0;
     return was;
 }
 
