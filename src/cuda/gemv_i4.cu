@@ -153,9 +153,9 @@ template <int SDT> SDC_D GiCtx<SDT> gi_ctx(const sdc_mm_params &p, int nj) {
  * the kernel's first round of loads is the launch's critical path; loaded into registers, it
  * arrives while the kernel before (a preparation or attention, a few microseconds) still runs.
  * On an H100 (docs/benchmarks/cuda-preload-h100-2026-12-06.md) classic decode of the 8B shape
- * ran 1.074x. Prefetching the rest of the rows towards L2 as well ran 0.78x (with the register
- * load 1.00x): as with the earlier prefetch kernels, L2 prefetches beyond the first batch cost
- * more than they save. */
+ * ran 1.06-1.07x (text identical; MTP 1.00x, its verifies being wider). Prefetching the rest of
+ * the rows towards L2 as well ran 0.78x (with the register load 1.00x): as with the earlier
+ * prefetch kernels, L2 prefetches beyond the first batch cost more than they save. */
 template <int SDT, int R, int D, bool OK>
 SDC_D bool gi_pre(const GiCtx<SDT> &c, const uint32_t (&row)[R], int pre, GiBatch<SDT, R, D> &first) {
     uint32_t wo[R], so[R];
