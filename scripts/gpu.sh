@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu.sh: what the GPU machine runs, in one call: build, tests, benchmarks. Everything it
-# measures or prints goes under $OUT (default out/gpu), one log per phase plus summary.txt.
+# measures or prints goes under $OUT (default out/gpu), one log per phase plus summary.txt (more
+# than 7 files are packed into one archive at the end: see pack below).
 #
 #   bash scripts/gpu.sh [phase ...]        default: env build test bench exact
 #
@@ -79,6 +80,17 @@ phases=("$@")
 log() { echo "[gpu.sh $(date +%T)] $*" | tee -a "$SUM"; }
 has() { for p in "${phases[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 T0=$(date +%s)
+# The device machine returns at most 8 files from $OUT: when there are more, everything but
+# summary.txt and earlier archives goes into one archive (out-HHMMSS.tar.gz), also when a timeout
+# stops the script.
+pack() {
+  local n; n=$(find "$OUT" -mindepth 1 -maxdepth 1 | wc -l)
+  [ "$n" -le 7 ] && return
+  ( cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name 'out-*.tar.gz' -printf '%P\n' > /tmp/gpu_pack.lst &&
+    tar czf "out-$(date +%H%M%S).tar.gz" -T /tmp/gpu_pack.lst && xargs -d '\n' rm -rf < /tmp/gpu_pack.lst )
+}
+trap pack EXIT
+trap 'exit 143' TERM INT
 # held-out prompts for the benchmarks (c-fs-04 ends at EOS at once under greedy decoding)
 head -40 tests/data/prompts/heldout.jsonl | grep -v '"c-fs-04"' | head -16 > /tmp/prompts16.jsonl
 head -8 /tmp/prompts16.jsonl > /tmp/prompts8.jsonl
