@@ -33,8 +33,9 @@ constexpr int GI_THREADS = 256;   /* largest block */
  * serving twice the rows: the LM heads' pick, sdc_gi_plan_for). TT is the launch's T itself
  * (1..6, then 8): a tile is never padded to a power of two, so a verify of 5 or 6 tokens does
  * 5 or 6 tokens' dp4a work, not 8's. */
+constexpr int gi_rows_a_warp(int TT, int RW) { return TT >= 4 && RW == 4 ? 4 : 2; }
 template <int TT, int RW> struct GiShape {
-    static constexpr int R = TT >= 4 && RW == 4 ? 4 : 2;
+    static constexpr int R = gi_rows_a_warp(TT, RW);
     static constexpr int D = TT <= 2 ? 4 : TT <= 4 ? (R == 4 ? 2 : 4) : (R == 4 ? 1 : 2);
 };
 
@@ -410,7 +411,7 @@ extern "C" int sdc_gi_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
      * on an H100 (docs/benchmarks/cuda-gemv-i4-h100-2026-12-05.md), 8B shape: 2 rows took
      * 0.69-0.96x the time of 4 on the layers' matrices at T = 4 and 8, 1.07-1.09x on the LM head */
     const int rw = g_rows ? g_rows : (double)p->rows * (double)p->cols >= 268435456.0 ? 4 : 2;
-    const int R = TT >= 4 && rw == 4 ? 4 : 2;
+    const int R = gi_rows_a_warp(TT, rw);
     gi_fn fn = lma ? gi_pick<true>(p->sdt, TT, rw) : gi_pick<false>(p->sdt, TT, rw);
     if (!fn) return 0;
     pl->fn = (const void *)fn;
