@@ -130,6 +130,12 @@ run_to() {   # run_to SECONDS LOG cmd...: a bounded step, its exit status logged
   return $rc
 }
 
+inflated() {   # inflated /tmp/inflated-SHAPE: the embedded pair inflated to SHAPE there unless it is
+               # already; status 1, logged, when that fails
+  local s=${1#/tmp/inflated-}
+  [ -d "$1" ] || run_to 400 "$OUT/inflate_$s.log" "$BIN" inflate "$M" "$1" --shape "$s" || { log "inflate $s FAILED"; return 1; }
+}
+
 if has ab; then   # the earlier commit's source (.old/src-*.tar.xz, a git archive) built beside, in the background
   OLD_TAR=$(ls .old/src-*.tar.xz 2>/dev/null | head -1)
   OLD_BIN=/tmp/old-src/b/specdec
@@ -164,7 +170,7 @@ if has int8; then   # precision int8 against f32 on the GPU: quality, then speed
   run_to 300 "$OUT/i8_quality_embedded.txt" build-gpu/i8_quality "$M" tests/data/prompts/heldout.jsonl 32 64 1 cuda
   log "int8 quality embedded: $(grep -m2 'top-1\|KL' "$OUT/i8_quality_embedded.txt" | tr '\n' ' ')"
   D=/tmp/inflated-qwen3-8b
-  [ -d "$D" ] || run_to 400 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$D" --shape qwen3-8b || log "inflate 8b FAILED"
+  inflated "$D"
   for m in "$M" "$D"; do
     tag=$(basename "$m"); np=4; r=5; [ "$m" = "$D" ] && { np=2; r=3; }
     OLD_ARGS="--backend cuda --precision f32" NEW_ARGS="--backend cuda --precision int8" TEXT_MAY_DIFFER=1 \
@@ -223,7 +229,7 @@ if has kprof; then   # hardware counters of one decode layer's kernels on the in
                     # left alone): speed of light, warp stalls, memory; KPROF_SKIP launches of the
                     # regex's kernels are skipped (prefill and the first step), KPROF_COUNT profiled
   D=/tmp/inflated-qwen3-8b
-  [ -d "$D" ] || run_to 400 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$D" --shape qwen3-8b || log "inflate 8b FAILED"
+  inflated "$D"
   run_to 500 "$OUT/kprof_8b.txt" ncu --clock-control none -k regex:"${KPROF_RE:-gi_kernel|gi_swq|attn_staged|qkv_kernel|i8_prep}" \
     --launch-skip ${KPROF_SKIP:-600} --launch-count ${KPROF_COUNT:-9} \
     --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
@@ -233,10 +239,7 @@ fi
 
 if has envab; then   # one binary under several environments, classic decode, sets interleaved round by round
   D=${ENVAB_MODEL:-/tmp/inflated-qwen3-8b}
-  case "$D" in /tmp/inflated-*)
-    [ -d "$D" ] || run_to 400 "$OUT/inflate_${D#/tmp/inflated-}.log" "$BIN" inflate "$M" "$D" --shape "${D#/tmp/inflated-}" ||
-      log "inflate ${D#/tmp/inflated-} FAILED" ;;
-  esac
+  case "$D" in /tmp/inflated-*) inflated "$D" ;; esac
   envab_one() {   # envab_one SET: decode tok/s
     local e=(); [ "$1" != - ] && IFS=, read -r -a e <<< "$1"
     env "${e[@]}" "$BIN" run -m "$D" --backend cuda -p "The history of the printing press" -n 128 --ignore-eos 2>&1 >/dev/null |
@@ -287,10 +290,7 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
   [ -n "${OLD_PID:-}" ] && wait "$OLD_PID"
   D=/tmp/inflated-qwen3-8b
   for m in ${AB_MODELS:-$D $M}; do
-    case "$m" in /tmp/inflated-*)   # an inflated shape (AB_MODELS may name /tmp/inflated-qwen3-1.7b too)
-      [ -d "$m" ] || run_to 400 "$OUT/inflate_${m#/tmp/inflated-}.log" "$BIN" inflate "$M" "$m" --shape "${m#/tmp/inflated-}" ||
-        log "inflate ${m#/tmp/inflated-} FAILED" ;;
-    esac
+    case "$m" in /tmp/inflated-*) inflated "$m" ;; esac   # AB_MODELS may name /tmp/inflated-qwen3-1.7b too
     tag=$(basename "$m"); np=4; r=5; [ "$m" != "$M" ] && { np=${AB_NP:-2}; r=${AB_R:-3}; }
     kinds=" ${AB_KINDS:-old pdl} "
     if [[ $kinds == *" old "* ]]; then
@@ -379,7 +379,7 @@ head -"$SCALE_PROMPTS" /tmp/prompts8.jsonl > /tmp/prompts_scale.jsonl
 if has scale; then
   for shape in ${SCALE_SHAPES:-qwen3-1.7b qwen3-8b qwen3-32b}; do
     D=/tmp/inflated-$shape
-    [ -d "$D" ] || run_to 400 "$OUT/inflate_$shape.log" "$BIN" inflate "$M" "$D" --shape $shape || { log "inflate $shape FAILED"; continue; }
+    inflated "$D" || continue
     "$BIN" info -m "$D" --backend cuda > "$OUT/info_$shape.txt" 2>&1
     run_to 400 "$OUT/bench_$shape.md" "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/prompts_scale.jsonl \
       -n "$SCALE_N" --block-size 4 --repeats 5 --ignore-eos ${SCALE_ARGS:-} && log "specdec bench $shape K=4: $(grep -m1 'median speedup' "$OUT/bench_$shape.md")"
@@ -395,7 +395,7 @@ fi
 
 if has decide; then
   D=/tmp/inflated-qwen3-8b
-  [ -d "$D" ] || run_to 400 "$OUT/inflate_qwen3-8b.log" "$BIN" inflate "$M" "$D" --shape qwen3-8b || log "inflate 8b FAILED"
+  inflated "$D"
   DV=$M/draft_vocab.json
   run_to 500 "$OUT/decide_8b_bf16.md" "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/prompts_scale.jsonl \
     -n "$SCALE_N" --block-size 4 --repeats 5 --ignore-eos --draft-vocab "$DV:8192" --draft-vocab none \
