@@ -32,7 +32,7 @@ void sd_cuda_gi_rows(int rows);
  * into registers before its griddepcontrol.wait, while the kernel before it still runs; 0 it
  * only prefetches that batch towards L2 (SPECDEC_CUDA_GI_PRE=0 or 1 at backend creation; A/B
  * runs). Same bits either way: only when the loads are issued changes. Returns the setting before. */
-int sd_cuda_gi_preload(int bits);
+int sd_cuda_gi_preload(int on);
 /* The MLP block at int8 (norm_mlp_add): 1 (the default) gate and up with the SwiGLU and the
  * down projection's int8 preparation in their epilogue (gemv_i4.cu's gi_swq_kernel) where the
  * shape and T are those it measured faster on (sdc_gi_swq_plan); 2 wherever the kernel can take

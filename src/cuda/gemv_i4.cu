@@ -391,9 +391,9 @@ template <bool LMA> gi_fn gi_pick(int sdt, int TT, int rw) {
 } // namespace
 
 extern "C" void sd_cuda_gi_rows(int rows) { g_rows = rows == 2 || rows == 4 ? rows : 0; }
-extern "C" int sd_cuda_gi_preload(int bits) {
+extern "C" int sd_cuda_gi_preload(int on) {
     const int was = g_pre;
-    g_pre = bits ? 1 : 0;
+    g_pre = on ? 1 : 0;
     return was;
 }
 

@@ -17,7 +17,7 @@ extern "C" {
 typedef struct sdc_gi_plan {
     const void *fn;   /* the kernel */
     int nj;           /* chunks per lane in a row: cols / 1024 */
-    int pre;          /* what a block fetches before its wait (gemv_i4.cu's GI_PRE_* bits) */
+    int pre;          /* 1: the first batch loaded before the wait where the kernel may (gemv_i4.cu's gi_pre) */
     int nw, nrb;      /* warps per block; row blocks (nw warps' rows each) */
     int smem, grid;   /* dynamic shared bytes (the fused LM head's per-warp bests); blocks */
 } sdc_gi_plan;
