@@ -5,13 +5,12 @@
  * rmsnorm.cu stores it; the rotation then reads those floats, the expression of pointwise.cu's
  * rope_k, and the cache stores convert as its kv_store_k. So the launch replaces q_norm, k_norm,
  * two ropes and two KV stores (six launches a layer) without changing a bit. */
-#include "cuda/qkv.h"
-#include "cuda/rms_core.cuh"
+#include "cuda/qk_core.cuh"
 
 namespace {
 
 constexpr int QKV_THREADS = 256, QKV_WARPS = QKV_THREADS / 32;
-constexpr int QKV_PER = SDC_QKV_MAX_HD / 32;   /* entries of a head a lane holds, at most */
+constexpr int QKV_PER = SDC_QK_PER;
 
 /* Every load a warp needs is issued before any is used, so the launch costs about one round trip
  * to memory after the wait (two for the rotation's tables, which need the position first) where
@@ -70,25 +69,15 @@ __global__ void __launch_bounds__(QKV_THREADS) qkv_kernel(const sdc_qkv_params p
         cv[k] = j < half ? __ldg(p.cos_t + pos * half + j) : 0.0f;
         sv[k] = j < half ? __ldg(p.sin_t + pos * half + j) : 0.0f;
     }
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < QKV_PER; k++)
-        if (lane + 32 * k < hd) ss = fmaf(xv[k], xv[k], ss);
-    const float inv = sdc_rms_inv_warp_from(ss, hd, p.eps);
     float *s = rowbuf[warp];
-#pragma unroll
-    for (int k = 0; k < QKV_PER; k++) {
-        const int i = lane + 32 * k;
-        if (i < hd) s[i] = sdc_rms_apply(xv[k], inv, wv[k]);
-    }
+    sdc_qk_norm(xv, wv, hd, p.eps, lane, s);
     __syncwarp();
 #pragma unroll
     for (int k = 0; k < QKV_PER / 2; k++) {
         const int j = lane + 32 * k;
         if (j >= half) continue;
-        const float c = cv[k], sn = sv[k];
-        const float x1 = s[j], x2 = s[j + half];
-        const float a = x1 * c - x2 * sn, b = x2 * c + x1 * sn;
+        float a, b;
+        sdc_qk_rot(s, j, half, cv[k], sv[k], a, b);
         x[j] = a;
         x[j + half] = b;
         if (!isq) {
