@@ -42,6 +42,8 @@
 #             norm preparation over several blocks a token against one, SPECDEC_CUDA_NORM_BLOCKS=0;
 #             "pre" gemv_i4.cu's single-token kernels loading their first batch before their wait
 #             (SPECDEC_CUDA_GI_PRE=1, the default) against prefetching it towards L2 (0);
+#             "fuse" the q/k head norms, RoPE and KV store inside the staged attention launch
+#             (SPECDEC_CUDA_ATTN_FUSE=1, the default) against their own launch before it (0);
 #             "mlp" the MLP block's fused launch (gate/up with SwiGLU and down's int8 preparation in
 #             their epilogue) against norm_matmul_n then swiglu_matmul_add, SPECDEC_CUDA_MLP=0). Those two variables, exported before gpu.sh, put every other phase (test
 #             aside: it runs both kernels itself) on the kernels they name.
@@ -324,6 +326,11 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
       OLD_ENV="SPECDEC_CUDA_MLP=0" NEW_ENV="SPECDEC_CUDA_MLP=1" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
         run_to 500 "$OUT/ab_mlp_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
       log "fused MLP / two ops $tag: $(grep '^| p' "$OUT/ab_mlp_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+    fi
+    if [[ $kinds == *" fuse "* ]]; then   # q/k norm, RoPE and KV store inside the attention launch, or before it
+      OLD_ENV="SPECDEC_CUDA_ATTN_FUSE=0" NEW_ENV="SPECDEC_CUDA_ATTN_FUSE=1" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
+        run_to 500 "$OUT/ab_fuse_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
+      log "fused / separate q/k norm before attention $tag: $(grep '^| p' "$OUT/ab_fuse_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     fi
     if [[ $kinds == *" attn "* ]]; then
       OLD_ENV="SPECDEC_CUDA_ATTN=split" NEW_ENV="SPECDEC_CUDA_ATTN=staged" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \

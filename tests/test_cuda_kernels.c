@@ -696,6 +696,98 @@ static void test_attention(int nh, int nkv, int hd, sd_kv_dtype_e dt, int pos0) 
     free(k); free(v); free(tmp); free(q); free(o); free(ref); free(one);
 }
 
+#ifdef SPECDEC_HAVE_CUDA
+/* qk_norm_rope_attention (the fused form, attention.h's sdc_attention_fused) against
+ * qk_norm_rope_store then attention on the same backend, T rows at positions pos0.. over a cache
+ * whose earlier rows are random: out and both caches bitwise; the same rows as T calls of one
+ * row (the fused form reads this call's earlier keys from its own staging at T > 1, from the
+ * cache at T = 1): bitwise again. The fused launch is taken exactly where it applies (T <= 16,
+ * K and V chunks fitting in shared memory) and not when it is turned off. */
+static void test_attn_fused(int nh, int nkv, int hd, sd_kv_dtype_e kdt, int pos0, int T, bool fits) {
+    char what[128];
+    snprintf(what, sizeof what, "qk_norm_rope_attention %d/%d heads x %d, kv dtype %d, at %d, T %d", nh, nkv, hd, (int)kdt,
+             pos0, T);
+    const int n_ctx = pos0 + T + 3, row = nkv * hd, qn = nh * hd;
+    const size_t nq = (size_t)T * qn, nk = (size_t)T * row, half = (size_t)hd / 2;
+    const size_t cb = sd_kv_elem_size(kdt) * (size_t)n_ctx * row;
+    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *qw = malloc((size_t)hd * 4),
+          *kw = malloc((size_t)hd * 4), *ct = malloc(n_ctx * half * 4), *st = malloc(n_ctx * half * 4),
+          *tmp = malloc((size_t)n_ctx * row * 4);
+    fill_normal(q, nq, 2.0f);
+    fill_normal(k, nk, 2.0f);
+    fill_normal(v, nk, 2.0f);
+    fill_normal(qw, (size_t)hd, 1.0f);
+    fill_normal(kw, (size_t)hd, 1.0f);
+    for (size_t i = 0; i < (size_t)n_ctx * half; i++) { ct[i] = cosf(0.013f * (float)i); st[i] = sinf(0.013f * (float)i); }
+    unsigned char *hk = malloc(cb), *hv = malloc(cb), *ha = malloc(cb), *hb = malloc(cb);
+    int32_t zero = 0;
+    fill_normal(tmp, (size_t)n_ctx * row, 1.0f);
+    CHECK_OP(R, R->i->kv_store(R, kdt, hk, row, tmp, n_ctx, (sd_pos){&zero, 0}), "reference kv_store");
+    fill_normal(tmp, (size_t)n_ctx * row, 1.0f);
+    CHECK_OP(R, R->i->kv_store(R, kdt, hv, row, tmp, n_ctx, (sd_pos){&zero, 0}), "reference kv_store");
+    float *dqw = dput(qw, (size_t)hd * 4), *dkw = dput(kw, (size_t)hd * 4), *dct = dput(ct, n_ctx * half * 4),
+          *dst = dput(st, n_ctx * half * 4), *dv = dput(v, nk * 4);
+    int32_t *dbase = dint(pos0);
+    const sd_attn_shape as = {nh, nkv, hd, kdt};
+    float *out[3], *hout[3];
+    sd_kv_layer kv[3];
+    for (int m = 0; m < 3; m++) {   /* 0: fused, 1: the two ops, 2: the fused op a row at a time */
+        kv[m] = (sd_kv_layer){dput(hk, cb), dput(hv, cb)};
+        out[m] = dput(NULL, nq * 4);
+        dpoison(out[m], nq * 4);
+        hout[m] = malloc(nq * 4);
+        float *dq = dput(q, nq * 4), *dk = dput(k, nk * 4);
+        const long n0 = sd_cuda_attention_fused_taken();
+        if (m == 1) {
+            CHECK_OP(G, G->i->qk_norm_rope_store(G, &as, &kv[m], dq, dk, dv, dqw, dkw, 1e-6f, T, (sd_pos){dbase, 0}, dct,
+                                                 dst), what);
+            CHECK_OP(G, G->i->attention(G, &as, &kv[m], dq, out[m], T, (sd_pos){dbase, 0}), what);
+        } else if (m == 0) {
+            CHECK_OP(G, G->i->qk_norm_rope_attention(G, &as, &kv[m], dq, dk, dv, dqw, dkw, 1e-6f, T, (sd_pos){dbase, 0},
+                                                     dct, dst, out[m]), what);
+            const bool expect = fits && T <= 16;
+            CHECK((sd_cuda_attention_fused_taken() > n0) == expect, "%s: the fused launch %s", what,
+                  expect ? "was not taken" : "was taken where it does not apply");
+        } else {
+            for (int t = 0; t < T; t++)
+                CHECK_OP(G, G->i->qk_norm_rope_attention(G, &as, &kv[m], dq + (size_t)t * qn, dk + (size_t)t * row,
+                                                         dv + (size_t)t * row, dqw, dkw, 1e-6f, 1, (sd_pos){dbase, t}, dct,
+                                                         dst, out[m] + (size_t)t * qn), what);
+            CHECK((sd_cuda_attention_fused_taken() - n0 == T) == fits, "%s: rows alone: the fused launch taken %ld of %d times",
+                  what, sd_cuda_attention_fused_taken() - n0, T);
+        }
+        dget(hout[m], out[m], nq * 4);
+        dfree(dq);
+        dfree(dk);
+    }
+    static const char *const name[3] = {"fused", "two ops", "fused, a row at a time"};
+    for (int m = 0; m < 3; m += 2) {
+        const int d = rows_differ(hout[m], hout[1], T, qn, qn);
+        CHECK(d == 0, "%s: out (%s) differs from the two ops' in %d rows", what, name[m], d);
+        dget(ha, kv[m].k, cb); dget(hb, kv[1].k, cb);
+        CHECK(same_bits(ha, hb, cb), "%s: k cache (%s) differs from the two ops'", what, name[m]);
+        dget(ha, kv[m].v, cb); dget(hb, kv[1].v, cb);
+        CHECK(same_bits(ha, hb, cb), "%s: v cache (%s) differs from the two ops'", what, name[m]);
+    }
+    /* turned off: the two launches */
+    const int was = sd_cuda_attention_fuse(0);
+    float *dq = dput(q, nq * 4), *dk = dput(k, nk * 4);
+    const long n0 = sd_cuda_attention_fused_taken();
+    CHECK_OP(G, G->i->qk_norm_rope_attention(G, &as, &kv[0], dq, dk, dv, dqw, dkw, 1e-6f, T, (sd_pos){dbase, 0}, dct, dst,
+                                             out[0]), what);
+    CHECK(sd_cuda_attention_fused_taken() == n0, "%s: the fused launch was taken while turned off", what);
+    sd_cuda_attention_fuse(was);
+    dget(hout[0], out[0], nq * 4);
+    CHECK(rows_differ(hout[0], hout[1], T, qn, qn) == 0, "%s: out (fusion off) differs from the two ops'", what);
+    dfree(dq); dfree(dk);
+    for (int m = 0; m < 3; m++) {
+        dfree(kv[m].k); dfree(kv[m].v); dfree(out[m]); free(hout[m]);
+    }
+    dfree(dqw); dfree(dkw); dfree(dct); dfree(dst); dfree(dv); dfree(dbase);
+    free(q); free(k); free(v); free(qw); free(kw); free(ct); free(st); free(tmp); free(hk); free(hv); free(ha); free(hb);
+}
+#endif
+
 int main(void) {
 #ifdef SPECDEC_HAVE_CUDA
     char msg[512];
@@ -844,6 +936,24 @@ int main(void) {
         test_attention(16, 2, 256, SD_KV_F16, 250);
         test_attention(4, 2, 256, SD_KV_F32, 200);        /* V staged after the scores, in K's place */
     }
+#ifdef SPECDEC_HAVE_CUDA
+    /* the fused q/k norm, RoPE, KV store and attention: a decode step, a verify block, rows across
+     * a chunk's end, the first rows, contexts whose split slots wrap */
+    test_attn_fused(32, 8, 128, SD_KV_BF16, 37, 1, true);
+    test_attn_fused(32, 8, 128, SD_KV_BF16, 124, 9, true);
+    if (!quick) {
+        test_attn_fused(32, 8, 128, SD_KV_BF16, 0, 5, true);
+        test_attn_fused(32, 8, 128, SD_KV_BF16, 4200, 5, true);
+        test_attn_fused(32, 8, 128, SD_KV_BF16, 127, 16, true);
+        test_attn_fused(32, 8, 128, SD_KV_BF16, 300, 17, true);   /* more rows: the two launches */
+        test_attn_fused(6, 2, 64, SD_KV_F16, 250, 3, true);
+        test_attn_fused(16, 2, 256, SD_KV_F16, 130, 16, true);
+        test_attn_fused(5, 1, 48, SD_KV_F32, 126, 4, true);
+        test_attn_fused(8, 8, 16, SD_KV_BF16, 4095, 2, true);
+        test_attn_fused(16, 4, 128, SD_KV_F32, 40, 7, true);
+        test_attn_fused(4, 2, 256, SD_KV_F32, 60, 2, false);     /* K and V chunks do not fit together */
+    }
+#endif
     cuda_teardown();
     return check_finish("test_cuda_kernels");
 }

@@ -268,6 +268,15 @@ specdec_status sd_be_qk_norm_rope_store(sd_backend *b, const sd_attn_shape *s, c
     return b->i->kv_store(b, s->kv_dtype, kv->v, kd, v, T, pos);
 }
 
+specdec_status sd_be_qk_norm_rope_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
+                                            float *k, const float *v, const float *qw, const float *kw, float eps, int T,
+                                            sd_pos pos, const float *cos_t, const float *sin_t, float *out) {
+    if (b->i->qk_norm_rope_attention)
+        return b->i->qk_norm_rope_attention(b, s, kv, q, k, v, qw, kw, eps, T, pos, cos_t, sin_t, out);
+    SD_TRY(sd_be_qk_norm_rope_store(b, s, kv, q, k, v, qw, kw, eps, T, pos, cos_t, sin_t));
+    return b->i->attention(b, s, kv, q, out, T, pos);
+}
+
 specdec_status sd_be_fail(sd_backend *b, specdec_err *err, specdec_status st, const char *what) {
     if (b->err.status != SPECDEC_OK && b->err.msg[0]) {
         if (err) { *err = b->err; err->status = st; }

@@ -183,6 +183,12 @@ typedef struct sd_backend_i {
     specdec_status (*qk_norm_rope_store)(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
                                          float *k, const float *v, const float *qw, const float *kw, float eps, int T,
                                          sd_pos pos, const float *cos_t, const float *sin_t);
+    /* qk_norm_rope_store, then attention of the normed, rotated q into out (T, nh*hd): the caches
+     * and out bit for bit what those two ops leave; q and k are scratch afterwards (a device that
+     * norms and rotates the heads where attention reads them leaves them as they were). */
+    specdec_status (*qk_norm_rope_attention)(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
+                                             float *k, const float *v, const float *qw, const float *kw, float eps,
+                                             int T, sd_pos pos, const float *cos_t, const float *sin_t, float *out);
 
     /* ---- tensor parallelism (optional: NULL on a backend of one rank; src/tp/) ---- */
     /* x (n) = the sum over the ranks of each rank's x, bitwise identical on every rank and
@@ -309,6 +315,9 @@ specdec_status sd_be_norm_mlp_add(sd_backend *b, const float *w, float eps, floa
 specdec_status sd_be_qk_norm_rope_store(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
                                         float *k, const float *v, const float *qw, const float *kw, float eps, int T,
                                         sd_pos pos, const float *cos_t, const float *sin_t);
+specdec_status sd_be_qk_norm_rope_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
+                                            float *k, const float *v, const float *qw, const float *kw, float eps, int T,
+                                            sd_pos pos, const float *cos_t, const float *sin_t, float *out);
 /* Write one int32 (host value) into backend memory. */
 specdec_status sd_be_write_i32(sd_backend *b, int32_t *dst, int32_t v, specdec_err *err);
 

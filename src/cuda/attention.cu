@@ -165,6 +165,28 @@ static int g_staged = 1;
 
 extern "C" void sd_cuda_attention_kernel(int staged) { g_staged = staged != 0; }
 
+/* sd_cuda_attention_fuse; sd_cuda_attention_fused_taken */
+static int g_fuse = 1;
+static long g_fused_taken = 0;
+
+extern "C" int sd_cuda_attention_fuse(int on) {
+    const int was = g_fuse;
+    g_fuse = on != 0;
+    return was;
+}
+extern "C" long sd_cuda_attention_fused_taken(void) { return g_fused_taken; }
+
+extern "C" cudaError_t sdc_attention_fused(const sdc_attn_params *p, const sdc_attn_fuse *f, const sdc_dev *d) {
+    if (!g_staged || !g_fuse || !p->count || p->T <= 0 || p->T > SDC_ATTN_FUSE_T) return cudaErrorNotSupported;
+    if (p->nkv <= 0 || p->nh % p->nkv || p->hd <= 0 || p->hd % 16 || p->hd > SDC_ATTN_MAX_HD) return cudaErrorInvalidValue;
+    const uintptr_t a = (uintptr_t)p->k | (uintptr_t)p->v | (uintptr_t)p->q | (uintptr_t)f->k | (uintptr_t)f->v |
+                        (uintptr_t)f->cos_t | (uintptr_t)f->sin_t;
+    if (a & 15u) return cudaErrorNotSupported;
+    const cudaError_t e = sdc_attn_staged_fused(p, f, d);
+    if (e == cudaSuccess) g_fused_taken++;
+    return e;
+}
+
 extern "C" cudaError_t sdc_attention(const sdc_attn_params *p, const sdc_dev *d) {
     if (p->T <= 0) return cudaSuccess;
     if (p->nkv <= 0 || p->nh % p->nkv || p->hd <= 0 || p->hd % 16 || p->hd > SDC_ATTN_MAX_HD) return cudaErrorInvalidValue;

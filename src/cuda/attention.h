@@ -38,6 +38,27 @@ cudaError_t sdc_attention(const sdc_attn_params *p, const sdc_dev *d);
 cudaError_t sdc_attn_staged(const sdc_attn_params *p, const sdc_dev *d);
 cudaError_t sdc_attn_staged_init(int optin);
 
+/* The q/k head norms, the rotation and the KV stores (qkv.h's launch) fused into the staged
+ * kernel: each block norms and rotates the q heads it serves, and the keys of this call that
+ * fall in its chunks, itself from the projections, so the launch before attention is gone. The
+ * caches and out get the bits qkv.h's launch then sdc_attention give; p.q holds q before its
+ * norm and is left so, as is f.k (the rotated heads stay in shared memory). For calls of up to
+ * SDC_ATTN_FUSE_T rows (each block norms up to that many keys itself). sdc_attention_fused
+ * returns cudaErrorNotSupported where it does not apply (the staged kernel or the fusion off,
+ * the staged kernel not set up, buffers not 16-byte aligned, more rows, K and V chunks not
+ * fitting in shared memory together): the caller then queues the two launches. */
+#define SDC_ATTN_FUSE_T 16
+typedef struct sdc_attn_fuse {
+    const float *k, *v;            /* (T, nkv*hd): this call's k before its norm, and v */
+    const float *qw, *kw;          /* (hd) norm weights */
+    const float *cos_t, *sin_t;    /* (n_ctx, hd/2) */
+    float eps;
+    void *kc, *vc;                 /* p.k and p.v, written: the keys of this call's rows */
+} sdc_attn_fuse;
+cudaError_t sdc_attention_fused(const sdc_attn_params *p, const sdc_attn_fuse *f, const sdc_dev *d);
+/* attn_staged.cu's launch of it (sdc_attention_fused has checked the policy and alignment). */
+cudaError_t sdc_attn_staged_fused(const sdc_attn_params *p, const sdc_attn_fuse *f, const sdc_dev *d);
+
 #ifdef __cplusplus
 }
 #endif

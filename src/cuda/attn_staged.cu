@@ -24,6 +24,7 @@
  * partials, the fence, the counter and the re-reads, with at_combine's arithmetic for one slot.
  * The query rows are read while the first chunk's copies are in flight. */
 #include "cuda/attn_core.cuh"
+#include "cuda/qk_core.cuh"
 
 namespace {
 
@@ -60,6 +61,13 @@ template <int KVDT> SDC_D void kv_unpack16(const uint4 raw, float *f) {
     }
 }
 
+/* Entry e of a staged row = v in the cache's dtype, converted as sdc_kv_put converts. */
+template <int KVDT> SDC_D void kv_sm_put(unsigned char *row, int e, float v) {
+    if constexpr (KVDT == SDC_F32) ((float *)row)[e] = v;
+    else if constexpr (KVDT == SDC_BF16) ((uint16_t *)row)[e] = sd_f32_to_bf16(v);
+    else ((uint16_t *)row)[e] = sd_f32_to_f16(v);
+}
+
 /* Stage rows j0 .. j0 + n - 1 of one kv head of cache c into dst (row stride rs bytes): one
  * cp.async per 16 bytes, every load of the chunk in flight together (one round trip to memory
  * where loads of 32 keys or 32 dims at a time took eight). */
@@ -75,12 +83,120 @@ SDC_D void at_stage(const void *c, size_t kstride, size_t kbase, int j0, int n, 
     at_commit();
 }
 
-/* grid (SDC_ATTN_SPLITS, nkv * (group / GS), T); dynamic shared memory: one or two staged
- * chunks of rs-byte rows (two: K and V land together; one: V after the scores, in K's place) */
+/* Row entries 0 .. hd - 1 of position P's cos then sin (hd/2 each) into cs, by cp.async. */
+SDC_D void at_stage_cs(const sdc_attn_fuse &f, int P, int hd, float *cs) {
+    const int half = hd / 2;
+    for (int e = 4 * threadIdx.x; e < hd; e += 4 * AT_THREADS)
+        at_cp16(cs + e, e < half ? f.cos_t + (size_t)P * half + e : f.sin_t + (size_t)P * half + (e - half));
+}
+
+/* The fused form's step before a chunk's scores (attention.h, sdc_attention_fused): the heads
+ * it needs normed and rotated by qk_core.cuh's functions, so every value is what qkv.cu stores.
+ * At the block's first chunk its GS q heads (raw rows in qs, rotated there in place); the keys
+ * of this call in the chunk (positions lo .. lo + nnew - 1, rows lo - pos0 ... of f.k and f.v)
+ * into the staged rows nold .. nvalid - 1, converted to the cache's dtype. The chunk's earlier
+ * keys are in the cache (written by earlier calls) and already being staged. The block that owns
+ * its row's last chunk, of the kv head's first head group, also stores its row's key into the
+ * caches: no other block of the launch reads that cache row (the others compute it too). fw:
+ * the norm weights and the tables' rows, 3 + 3 nk rows of hd floats after the two chunks. */
 template <int GS, int KVDT>
-__global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params p, const int rs, const int two) {
-    sdc_grid_enter();
+SDC_D void at_fuse_heads(const sdc_attn_params &p, const sdc_attn_fuse &f, const AtBlock &b, int ch, int lo, int nnew,
+                         int nold, int nvalid, int nk, float *fw, float (&qs)[GS][SDC_ATTN_MAX_HD],
+                         unsigned char *ks, unsigned char *vs, int rs) {
+    const int hd = p.hd, half = hd / 2, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int pos_t = b.nkeys - 1, pos0 = pos_t - b.t;
+    float *wq = fw, *wk = fw + hd, *qcs = fw + 2 * hd, *kraw = fw + 3 * hd, *vraw = kraw + (size_t)nk * hd,
+          *kcs = vraw + (size_t)nk * hd;
+    const int nq = ch == b.s ? GS : 0;
+    if (nq) {   /* the block's q heads before their norm, and the row's cos / sin */
+        const int n4 = hd / 4;
+        for (int i = tid; i < GS * n4; i += AT_THREADS) {
+            const int gg = i / n4, e = 4 * (i - gg * n4);
+            at_cp16(&qs[gg][e], p.q + (size_t)b.t * p.nh * hd + (size_t)(b.h0 + gg) * hd + e);
+        }
+        at_stage_cs(f, pos_t, hd, qcs);
+    }
+    if (nnew) {   /* this call's keys in the chunk: k before its norm, v, their positions' cos / sin */
+        const int n4 = hd / 4, t0 = lo - pos0;
+        for (int i = tid; i < nnew * n4; i += AT_THREADS) {
+            const int r = i / n4, e = 4 * (i - r * n4);
+            const size_t o = ((size_t)(t0 + r) * p.nkv + b.kh) * hd + e;
+            at_cp16(kraw + (size_t)r * hd + e, f.k + o);
+            at_cp16(vraw + (size_t)r * hd + e, f.v + o);
+        }
+        for (int r = 0; r < nnew; r++) at_stage_cs(f, lo + r, hd, kcs + (size_t)r * hd);
+    }
+    at_commit();
+    at_wait<0>();
+    __syncthreads();   /* every row (the cache's too) landed */
+
+    /* a warp an item: q heads 0 .. nq - 1, then the new keys */
+    for (int it = warp; it < nq + nnew; it += AT_WARPS) {
+        const bool isq = it < nq;
+        const int r = it - nq;
+        float *row = isq ? &qs[0][0] + (size_t)it * SDC_ATTN_MAX_HD : kraw + (size_t)r * hd;
+        const float *w = isq ? wq : wk, *cs = isq ? qcs : kcs + (size_t)r * hd;
+        float xv[SDC_QK_PER], wv[SDC_QK_PER];
+#pragma unroll
+        for (int k = 0; k < SDC_QK_PER; k++) {
+            const int i = lane + 32 * k;
+            xv[k] = i < hd ? row[i] : 0.0f;
+            wv[k] = i < hd ? w[i] : 0.0f;
+        }
+        sdc_qk_norm(xv, wv, hd, f.eps, lane, row);
+        __syncwarp();
+        unsigned char *kr = ks + (size_t)(nold + r) * rs;
+#pragma unroll
+        for (int k = 0; k < SDC_QK_PER / 2; k++) {
+            const int j = lane + 32 * k;
+            if (j >= half) continue;
+            float a, bb;
+            sdc_qk_rot(row, j, half, cs[j], cs[half + j], a, bb);
+            if (isq) {
+                row[j] = a;
+                row[j + half] = bb;
+            } else {
+                kv_sm_put<KVDT>(kr, j, a);
+                kv_sm_put<KVDT>(kr, j + half, bb);
+            }
+        }
+        __syncwarp();
+    }
+    for (int i = tid; i < nnew * hd; i += AT_THREADS) {   /* v: stored as is, in the cache's dtype */
+        const int r = i / hd, d = i - r * hd;
+        kv_sm_put<KVDT>(vs + (size_t)(nold + r) * rs, d, vraw[(size_t)r * hd + d]);
+    }
+    __syncthreads();   /* q, K and V of the chunk complete */
+    if (ch == b.nch - 1 && b.h0 == b.kh * (p.nh / p.nkv)) {   /* the row's own key into the caches */
+        constexpr int ES = KVDT == SDC_F32 ? 4 : 2;
+        const int ng = hd * ES / 16;
+        const size_t o = ((size_t)pos_t * b.kstride + b.kbase) * ES;
+        for (int i = tid; i < 2 * ng; i += AT_THREADS) {
+            const bool isv = i >= ng;
+            const int g = isv ? i - ng : i;
+            const uint4 w4 = *(const uint4 *)((isv ? vs : ks) + (size_t)(nvalid - 1) * rs + (size_t)g * 16);
+            *(uint4 *)((unsigned char *)(isv ? f.vc : f.kc) + o + (size_t)g * 16) = w4;
+        }
+    }
+}
+
+/* grid (SDC_ATTN_SPLITS, nkv * (group / GS), T); dynamic shared memory: one or two staged
+ * chunks of rs-byte rows (two: K and V land together; one: V after the scores, in K's place),
+ * and for the fused form (FUSE: attention.h's sdc_attention_fused; two always) the norm weights
+ * and rows at_fuse_heads stages, nk the call's rows. The fused form's bound of one block an SM
+ * lets ptxas take the registers it asks for (152-190; under the default bound it held 128 and
+ * spilled up to 20 bytes); two blocks an SM still fit, and its shared memory allows no more. */
+template <int GS, int KVDT, bool FUSE>
+__global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
+    attn_staged(const sdc_attn_params p, const int rs, const int two, const sdc_attn_fuse f, const int nk) {
     extern __shared__ __align__(16) unsigned char at_smem[];
+    float *fw = (float *)(at_smem + (size_t)2 * AT_CK * rs);
+    if constexpr (FUSE)   /* the norm weights: no kernel writes them (common.cuh), so before the wait */
+        for (int i = threadIdx.x; i < p.hd; i += AT_THREADS) {
+            fw[i] = __ldg(f.qw + i);
+            fw[p.hd + i] = __ldg(f.kw + i);
+        }
+    sdc_grid_enter();
     __shared__ __align__(16) float qs[GS][SDC_ATTN_MAX_HD];
     __shared__ float pr[GS][AT_CK];
     __shared__ float red[AT_WARPS][GS];
@@ -97,12 +213,17 @@ __global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params 
         const int j0 = ch * AT_CK, nvalid = min(AT_CK, b.nkeys - j0);
         const int key = warp * 32 + lane;
         const bool valid = key < nvalid;
-        at_stage<KVDT>(p.k, b.kstride, b.kbase, j0, nvalid, hd, ks, rs);
-        if (two) at_stage<KVDT>(p.v, b.kstride, b.kbase, j0, nvalid, hd, vs, rs);
-        if (ch == b.s) at_load_q<GS>(p, b, qs);   /* while the first chunk's copies are in flight */
-        if (two) at_wait<1>();
-        else at_wait<0>();
-        __syncthreads();   /* K (and q) landed for every thread */
+        /* keys from lo on are this call's (the fused form computes them; else all are cached) */
+        const int lo = FUSE ? max(j0, b.nkeys - 1 - b.t) : j0 + nvalid, nnew = max(0, j0 + nvalid - lo);
+        at_stage<KVDT>(p.k, b.kstride, b.kbase, j0, nvalid - nnew, hd, ks, rs);
+        if (two) at_stage<KVDT>(p.v, b.kstride, b.kbase, j0, nvalid - nnew, hd, vs, rs);
+        if constexpr (FUSE) at_fuse_heads<GS, KVDT>(p, f, b, ch, lo, nnew, nvalid - nnew, nvalid, nk, fw, qs, ks, vs, rs);
+        else {
+            if (ch == b.s) at_load_q<GS>(p, b, qs);   /* while the first chunk's copies are in flight */
+            if (two) at_wait<1>();
+            else at_wait<0>();
+            __syncthreads();   /* K (and q) landed for every thread */
+        }
 
         /* scores of this lane's key for the GS heads: an fmaf chain over d = 0..hd-1 */
         float sc[GS];
@@ -180,38 +301,48 @@ __global__ void __launch_bounds__(AT_THREADS) attn_staged(const sdc_attn_params 
     for (int i = tid; i < GS * hd; i += AT_THREADS) at_combine(p, b.t, b.h0 + i / hd, i % hd, ns);
 }
 
-typedef void (*attn_fn)(const sdc_attn_params, const int, const int);
+typedef void (*attn_fn)(const sdc_attn_params, const int, const int, const sdc_attn_fuse, const int);
 
-template <int GS> attn_fn pick_dt(int kvdt) {
-    if (kvdt == SDC_F32) return attn_staged<GS, SDC_F32>;
-    if (kvdt == SDC_BF16) return attn_staged<GS, SDC_BF16>;
-    return attn_staged<GS, SDC_F16>;
+template <int GS, bool FUSE> attn_fn pick_dt(int kvdt) {
+    if (kvdt == SDC_F32) return attn_staged<GS, SDC_F32, FUSE>;
+    if (kvdt == SDC_BF16) return attn_staged<GS, SDC_BF16, FUSE>;
+    return attn_staged<GS, SDC_F16, FUSE>;
 }
-attn_fn pick(int gs, int kvdt) {
-    return gs == 8 ? pick_dt<8>(kvdt) : gs == 4 ? pick_dt<4>(kvdt) : gs == 3 ? pick_dt<3>(kvdt)
-         : gs == 2 ? pick_dt<2>(kvdt) : pick_dt<1>(kvdt);
+template <bool FUSE> attn_fn pick_gs(int gs, int kvdt) {
+    return gs == 8 ? pick_dt<8, FUSE>(kvdt) : gs == 4 ? pick_dt<4, FUSE>(kvdt) : gs == 3 ? pick_dt<3, FUSE>(kvdt)
+         : gs == 2 ? pick_dt<2, FUSE>(kvdt) : pick_dt<1, FUSE>(kvdt);
 }
+attn_fn pick(int gs, int kvdt, bool fuse) { return fuse ? pick_gs<true>(gs, kvdt) : pick_gs<false>(gs, kvdt); }
 
 /* bytes of one staged cache row: hd entries and 16 bytes of padding (the lanes' 16-byte reads
  * of different rows then fall on different banks) */
 int at_row_bytes(int hd, int kvdt) { return hd * (kvdt == SDC_F32 ? 4 : 2) + 16; }
 
-bool g_ok = false;   /* the kernels took their shared memory */
+/* dynamic shared memory of the fused form: two chunks, then 3 + 3 nk rows of hd floats */
+size_t at_fused_bytes(int hd, int kvdt, int nk) {
+    return (size_t)2 * AT_CK * at_row_bytes(hd, kvdt) + (size_t)(3 + 3 * nk) * hd * sizeof(float);
+}
+
+bool g_ok = false, g_fused_ok = false;   /* the kernels took their shared memory */
 
 } // namespace
 
 extern "C" cudaError_t sdc_attn_staged_init(int optin) {
-    g_ok = false;
+    g_ok = g_fused_ok = false;
     const int big = AT_CK * at_row_bytes(SDC_ATTN_MAX_HD, SDC_F32);   /* one chunk, the largest rows */
     const int lim = optin - AT_STATIC_ROOM < 2 * big ? optin - AT_STATIC_ROOM : 2 * big;
     if (lim < big) return cudaErrorInvalidValue;
     const int gsv[5] = {1, 2, 3, 4, 8};
-    for (int g = 0; g < 5; g++)
-        for (int dt = 0; dt < 3; dt++) {
-            cudaError_t e = cudaFuncSetAttribute((const void *)pick(gsv[g], dt), cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
-            if (e != cudaSuccess) return e;
-        }
-    g_ok = true;
+    for (int fu = 0; fu < 2; fu++) {
+        for (int g = 0; g < 5; g++)
+            for (int dt = 0; dt < 3; dt++) {
+                const cudaError_t e = cudaFuncSetAttribute((const void *)pick(gsv[g], dt, fu), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                           fu ? optin - AT_STATIC_ROOM : lim);
+                if (e != cudaSuccess) return e;
+            }
+        if (!fu) g_ok = true;
+    }
+    g_fused_ok = true;
     return cudaSuccess;
 }
 
@@ -221,6 +352,16 @@ extern "C" cudaError_t sdc_attn_staged(const sdc_attn_params *p, const sdc_dev *
     const int grp = p->nh / p->nkv, gs = at_gs(grp);
     const int rs = at_row_bytes(p->hd, p->kvdt), one = AT_CK * rs;
     const int two = 2 * one <= d->smem_optin - AT_STATIC_ROOM ? 1 : 0;
-    return sdc_launch(d, pick(gs, p->kvdt), dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), p->T), AT_THREADS,
-                      (size_t)(two ? 2 * one : one), *p, rs, two);
+    return sdc_launch(d, pick(gs, p->kvdt, false), dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), p->T), AT_THREADS,
+                      (size_t)(two ? 2 * one : one), *p, rs, two, sdc_attn_fuse{}, 0);
+}
+
+/* Called by sdc_attention_fused, which has checked the shape, T, the policy and the alignment. */
+extern "C" cudaError_t sdc_attn_staged_fused(const sdc_attn_params *p, const sdc_attn_fuse *f, const sdc_dev *d) {
+    if (!g_fused_ok) return cudaErrorNotSupported;
+    const size_t smem = at_fused_bytes(p->hd, p->kvdt, p->T);
+    if (smem > (size_t)(d->smem_optin - AT_STATIC_ROOM)) return cudaErrorNotSupported;
+    const int grp = p->nh / p->nkv, gs = at_gs(grp);
+    return sdc_launch(d, pick(gs, p->kvdt, true), dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), p->T), AT_THREADS, smem, *p,
+                      at_row_bytes(p->hd, p->kvdt), 1, *f, p->T);
 }

@@ -532,6 +532,7 @@ static const sd_backend_i cuda_i = {
     .norm_matmul_n = cu_norm_matmul_n, .matmul_add = cu_matmul_add, .swiglu_matmul_add = cu_swiglu_matmul_add,
     .norm_mlp_add = cu_norm_mlp_add,
     .qk_norm_rope_store = cu_qk_norm_rope_store,
+    .qk_norm_rope_attention = cu_qk_norm_rope_attention,
 };
 
 bool sd_backend_cuda_available(void) {
@@ -593,6 +594,8 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     const char *gpv = getenv("SPECDEC_CUDA_GI_PRE");
     if (gpv && (gpv[0] == '0' || gpv[0] == '1') && !gpv[1]) sd_cuda_gi_preload(gpv[0] - '0');
     if (atv && (!strcmp(atv, "staged") || !strcmp(atv, "split"))) sd_cuda_attention_kernel(atv[1] == 't');
+    const char *afv = getenv("SPECDEC_CUDA_ATTN_FUSE");   /* 0: q/k norm, RoPE, KV store in their own launch (A/B runs) */
+    if (afv && (afv[0] == '0' || afv[0] == '1') && !afv[1]) sd_cuda_attention_fuse(afv[0] - '0');
     const char *nbv = getenv("SPECDEC_CUDA_NORM_BLOCKS");   /* 0: the int8 norm preparation in one block a token (A/B runs) */
     if (nbv && (!strcmp(nbv, "0") || !strcmp(nbv, "1"))) sd_cuda_norm_blocks(nbv[0] == '1');
     const char *mlv = getenv("SPECDEC_CUDA_MLP");   /* 0: the MLP block as norm_matmul_n, swiglu_matmul_add (A/B runs) */

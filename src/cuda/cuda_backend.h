@@ -52,6 +52,13 @@ void sd_cuda_matmul_stream_cap(int blocks, int stages);
  * 0 attention.cu's split kernel and its combine (SPECDEC_CUDA_ATTN=split or =staged at backend
  * creation sets it). The same bits either way. */
 void sd_cuda_attention_kernel(int staged);
+/* Under the staged kernel, the q/k head norms, RoPE and the KV stores inside the attention
+ * launch (qk_norm_rope_attention; attention.h's sdc_attention_fused) for calls of up to 16 rows:
+ * 1 (the default), or 0 their own launch before it (SPECDEC_CUDA_ATTN_FUSE=0 or 1 at backend
+ * creation; A/B runs). Same bits either way. Returns the setting before. */
+int sd_cuda_attention_fuse(int on);
+/* Tests: how many attention launches the process has queued in the fused form so far. */
+long sd_cuda_attention_fused_taken(void);
 
 /* Benchmarks: switch backend b (name "cuda") between precision f32 (0) and int8 (1) for the ops
  * issued from now on (a recording keeps the kernels it was made with); switching on reserves

@@ -112,6 +112,9 @@ specdec_status cu_norm_mlp_add(sd_backend *b, const float *w, float eps, float *
 specdec_status cu_qk_norm_rope_store(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q, float *k,
                                      const float *v, const float *qw, const float *kw, float eps, int T, sd_pos pos,
                                      const float *cos_t, const float *sin_t);
+specdec_status cu_qk_norm_rope_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
+                                         float *k, const float *v, const float *qw, const float *kw, float eps, int T,
+                                         sd_pos pos, const float *cos_t, const float *sin_t, float *out);
 specdec_status cu_lm_argmax(sd_backend *b, const sd_mat *W, const float *x, int ldx, int T, const int32_t *map,
                             int32_t *out);
 specdec_status cu_sample(sd_backend *b, const specdec_sampling_params *p, const float *logits, int n, int vocab,

@@ -404,12 +404,11 @@ specdec_status cu_kv_store(sd_backend *b, sd_kv_dtype_e dt, void *cache, int row
     return cu_op_end(c, sdc_kv_store(kd, cache, row_elems, src, T, pos.base, pos.off, &c->dev), "kv_store");
 }
 
-specdec_status cu_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, const float *q, float *out,
-                            int T, sd_pos pos) {
-    cuda_be *c = cu_of(b);
-    OP_BEGIN(c);
-    if (!s || !kv || !kv->k || !kv->v || !q || !out || !pos.base)
-        return BAD(c, SPECDEC_ERR_INVALID_ARG, "attention: NULL argument");
+/* The attention parameters of a call, its scratch reserved; the shape checked (NULL argument:
+ * the caller's). */
+static specdec_status attn_params(cuda_be *c, const sd_attn_shape *s, const sd_kv_layer *kv, const float *q, float *out,
+                                 int T, sd_pos pos, sdc_attn_params *p) {
+    sd_backend *b = &c->b;
     if (T < 0 || s->n_heads <= 0 || s->n_kv_heads <= 0 || s->n_heads % s->n_kv_heads)
         return BAD(c, SPECDEC_ERR_INVALID_ARG, "attention: %d heads over %d kv heads", s->n_heads, s->n_kv_heads);
     if (s->head_dim <= 0 || s->head_dim % 16 || s->head_dim > SDC_ATTN_MAX_HD)
@@ -417,27 +416,60 @@ specdec_status cu_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_l
                    SDC_ATTN_MAX_HD);
     int kd = kvdt(s->kv_dtype);
     if (kd < 0) return BAD(c, SPECDEC_ERR_UNSUPPORTED, "attention: KV dtype %d", (int)s->kv_dtype);
+    *p = (sdc_attn_params){0};
     if (T == 0) return SPECDEC_OK;
     size_t floats = sdc_attn_scratch_floats(T, s->n_heads, s->head_dim);
     SD_TRY(cu_scratch(c, &c->attn, floats * sizeof(float), "attention", &b->err));
     SD_TRY(cu_scratch(c, &c->attn_cnt, (size_t)T * (size_t)s->n_heads * sizeof(int), "attention counters", &b->err));
-    sdc_attn_params p = {0};
-    p.q = q;
-    p.out = out;
-    p.k = kv->k;
-    p.v = kv->v;
-    p.kvdt = kd;
-    p.nh = s->n_heads;
-    p.nkv = s->n_kv_heads;
-    p.hd = s->head_dim;
-    p.T = T;
-    p.pos_base = pos.base;
-    p.pos_off = pos.off;
-    p.scale = 1.0f / sqrtf((float)s->head_dim);   /* as the CPU computes it */
-    p.part_o = (float *)c->attn.p;
-    p.part_ml = p.part_o + (size_t)T * (size_t)s->n_heads * SDC_ATTN_SPLITS * (size_t)s->head_dim;
-    p.count = (int *)c->attn_cnt.p;   /* zeros: cu_scratch clears a new buffer, each staged call leaves them so */
+    p->q = q;
+    p->out = out;
+    p->k = kv->k;
+    p->v = kv->v;
+    p->kvdt = kd;
+    p->nh = s->n_heads;
+    p->nkv = s->n_kv_heads;
+    p->hd = s->head_dim;
+    p->T = T;
+    p->pos_base = pos.base;
+    p->pos_off = pos.off;
+    p->scale = 1.0f / sqrtf((float)s->head_dim);   /* as the CPU computes it */
+    p->part_o = (float *)c->attn.p;
+    p->part_ml = p->part_o + (size_t)T * (size_t)s->n_heads * SDC_ATTN_SPLITS * (size_t)s->head_dim;
+    p->count = (int *)c->attn_cnt.p;   /* zeros: cu_scratch clears a new buffer, each staged call leaves them so */
+    return SPECDEC_OK;
+}
+
+specdec_status cu_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, const float *q, float *out,
+                            int T, sd_pos pos) {
+    cuda_be *c = cu_of(b);
+    OP_BEGIN(c);
+    if (!s || !kv || !kv->k || !kv->v || !q || !out || !pos.base)
+        return BAD(c, SPECDEC_ERR_INVALID_ARG, "attention: NULL argument");
+    sdc_attn_params p;
+    SD_TRY(attn_params(c, s, kv, q, out, T, pos, &p));
+    if (T == 0) return SPECDEC_OK;
     return cu_op_end(c, sdc_attention(&p, &c->dev), "attention");
+}
+
+/* One launch where attention.h's fused form applies (the staged kernel norms and rotates the
+ * heads itself), else qk_norm_rope_store's launch and attention's. */
+specdec_status cu_qk_norm_rope_attention(sd_backend *b, const sd_attn_shape *s, const sd_kv_layer *kv, float *q,
+                                         float *k, const float *v, const float *qw, const float *kw, float eps, int T,
+                                         sd_pos pos, const float *cos_t, const float *sin_t, float *out) {
+    cuda_be *c = cu_of(b);
+    OP_BEGIN(c);
+    if (!s || !kv || !kv->k || !kv->v || !q || !k || !v || !qw || !kw || !pos.base || !cos_t || !sin_t || !out)
+        return BAD(c, SPECDEC_ERR_INVALID_ARG, "qk_norm_rope_attention: NULL argument");
+    if (T > 0 && T <= SDC_ATTN_FUSE_T && s->head_dim <= SDC_QKV_MAX_HD) {
+        sdc_attn_params p;
+        SD_TRY(attn_params(c, s, kv, q, out, T, pos, &p));
+        const sdc_attn_fuse f = {.k = k, .v = v, .qw = qw, .kw = kw, .cos_t = cos_t, .sin_t = sin_t, .eps = eps,
+                                 .kc = kv->k, .vc = kv->v};
+        const cudaError_t e = sdc_attention_fused(&p, &f, &c->dev);
+        if (e != cudaErrorNotSupported) return cu_op_end(c, e, "qk_norm_rope_attention");
+    }
+    SD_TRY(cu_qk_norm_rope_store(b, s, kv, q, k, v, qw, kw, eps, T, pos, cos_t, sin_t));
+    return cu_attention(b, s, kv, q, out, T, pos);
 }
 
 specdec_status cu_argmax(sd_backend *b, const float *logits, int n, int T, const int32_t *map, int32_t *out) {

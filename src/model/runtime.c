@@ -111,10 +111,9 @@ specdec_status sd_layer_forward(sd_runtime *rt, const sd_layer_w *L, const sd_kv
         SD_BE(b, err, "rmsnorm, matmul q, k, v",
               sd_be_norm_matmul_n(b, L->attn_norm, eps, x, H, rt->xn, H, 3, W, y, ld, T));
     }
-    SD_BE(b, err, "q/k norm, rope, kv store",
-          sd_be_qk_norm_rope_store(b, &as, kv, rt->q, rt->k, rt->v, L->q_norm, L->k_norm, eps, T, pos, rt->rope_cos,
-                                   rt->rope_sin));
-    SD_BE(b, err, "attention", o->attention(b, &as, kv, rt->q, rt->att, T, pos));
+    SD_BE(b, err, "q/k norm, rope, kv store, attention",
+          sd_be_qk_norm_rope_attention(b, &as, kv, rt->q, rt->k, rt->v, L->q_norm, L->k_norm, eps, T, pos,
+                                       rt->rope_cos, rt->rope_sin, rt->att));
     if (o->allreduce) {
         SD_BE(b, err, "matmul o", o->matmul(b, &L->o, rt->att, qd, rt->tmp, H, T));
         SD_BE(b, err, "all-reduce o", o->allreduce(b, rt->tmp, (size_t)T * H, rt->red));
