@@ -74,16 +74,20 @@ typedef struct sd_drafter_vt {
     void (*free)(specdec_drafter *d);
 } sd_drafter_vt;
 
-/* The adaptive block-width controller (block_size = 0): widths 1..SD_AUTO_MAX_W, 1 = classic. */
+/* The adaptive block-width controller (block_size = 0; adaptive.c): widths 1..SD_AUTO_MAX_W,
+ * 1 = classic. */
 #define SD_AUTO_MAX_W 8
 typedef struct sd_auto {
-    double tokens[SD_AUTO_MAX_W + 1], ms[SD_AUTO_MAX_W + 1];   /* decayed sums per width */
+    double asked[SD_AUTO_MAX_W], taken[SD_AUTO_MAX_W];   /* [j]: decayed rounds that checked / accepted draft j */
+    double ms[SD_AUTO_MAX_W + 1], n_ms[SD_AUTO_MAX_W + 1];   /* decayed round ms and rounds per width, */
+    double first_ms[SD_AUTO_MAX_W + 1];                      /* its first round apart */
     int64_t rounds[SD_AUTO_MAX_W + 1];
     int64_t n;            /* decisions made */
     uint64_t rng;
-    int explore_rounds;   /* rounds per width in the initial sweep */
-    double eps;           /* exploration probability afterwards */
+    double eps;           /* probability of a neighbour of the best width */
     double decay;
+    double prior_p, prior_n;   /* acceptance prior: mean, weight in rounds */
+    double prior_slope;   /* a width's extra cost, a share of the one measured width's, before two are */
 } sd_auto;
 struct specdec_drafter {
     const sd_drafter_vt *vt;

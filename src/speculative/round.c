@@ -463,7 +463,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
             if (st == SPECDEC_OK) st = mark(&r, M_ACC1, err);
             acc_pending = r.devt;
             if (st == SPECDEC_OK && K == 1 && r.lag_n >= LAG_CAP && !sp->block_size &&
-                au->n >= (int64_t)au->explore_rounds * SD_AUTO_MAX_W && sd_auto_best(au) == 1) {
+                sd_auto_declines(au)) {
                 /* classic is measurably fastest: stop paying for the drafter's catch-up */
                 auto_off = true;
                 r.lag_n = 0;
@@ -496,7 +496,9 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
                 s.accept_ms += t5 - t4 + t_acc0;
             }
             s.finalize_ms += t4 - t3;
-            if (!sp->block_size) sd_auto_update(au, K, em_round, t5 - t0);
+            /* the controller's cost of a width leaves out the drafter's catch-up on the tokens of
+             * earlier classic rounds (flush_lag): a cost of switching widths, not of this one */
+            if (!sp->block_size) sd_auto_update(au, K, ndw, acc, t5 - t0 - (r.devt ? dv_fl : t_acc0));
             double tend = sd_now_ms();
             s.round_ms += tend - t0;
         }

@@ -24,10 +24,18 @@ void sd_spec_stats_finish(specdec_spec_stats *s, const specdec_spec_params *sp, 
 void sd_spec_stats_profile(specdec_spec_stats *s, const sd_drafter_prof *p0, const sd_drafter_prof *p1, double clock_ms);
 
 void sd_auto_init(sd_auto *a);
+/* The width of the next round. */
 int sd_auto_pick(sd_auto *a);
-void sd_auto_update(sd_auto *a, int width, int emitted, double ms);
-/* The width with the best measured rate (1 when nothing measured). */
+/* A round of that width ran: `drafted` drafts, `accepted` of them before the first rejection,
+ * ms of round time. */
+void sd_auto_update(sd_auto *a, int width, int drafted, int accepted, double ms);
+/* The width with the best rate by the model (1 when nothing is measured), its expected tokens a
+ * round and its cost (ms; 0 while no width has run). */
 int sd_auto_best(const sd_auto *a);
+double sd_auto_expect(const sd_auto *a, int width);
+double sd_auto_cost(const sd_auto *a, int width);
+/* Classic decoding (width 1) has the best rate on measured costs: speculation can stop. */
+bool sd_auto_declines(const sd_auto *a);
 
 /* The whole generation on context c with drafter d (NULL: classic decoding, the round with K = 1). */
 specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specdec_tokenizer *tok,
