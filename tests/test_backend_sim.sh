@@ -3,7 +3,8 @@
 # backend (src/backend/sim.c) has no host-visible memory and replays recorded op sequences by key,
 # so a round that keeps a position, an id or a count on the host instead of in backend memory, or a
 # recording that names a stale buffer, gives different text there. Every drafter and sampling mode
-# must give the cpu backend's text byte for byte, the drafters' counters included, and replays must
+# must give the cpu backend's text byte for byte, the drafters' counters included (at a fixed block
+# size: the auto width's rounds follow measured times), and replays must
 # have happened (the recording is really exercised).
 . "$(dirname "$0")/cli_lib.sh"
 P=$(cat "$SRC/tests/golden/prompts/c-sound-02.txt")
@@ -19,6 +20,9 @@ while IFS='|' read -r name args; do
     done
     n=$((n + 1))
     cmp -s "$T/cpu.out" "$T/cpu-sim.out" || { echo "FAIL $name: cpu-sim text differs from cpu"; diff "$T/cpu.out" "$T/cpu-sim.out" | head -5; fail=1; continue; }
+    # the auto width follows measured round times, which differ between the two backends, so its
+    # rounds differ too: its text is compared, not its counters
+    [ "$name" = "mtp auto" ] && { echo "ok   $name (text)"; continue; }
     for k in rounds drafted accepted; do
         a=$(sed -n "s/^  \"$k\": \([0-9]*\),/\1/p" "$T/cpu.json"); b=$(sed -n "s/^  \"$k\": \([0-9]*\),/\1/p" "$T/cpu-sim.json")
         [ "$a" = "$b" ] || { echo "FAIL $name: $k $a on cpu, $b on cpu-sim"; fail=1; }
