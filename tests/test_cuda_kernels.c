@@ -321,9 +321,13 @@ static void test_fused_mm(sd_backend *g, int n, const int *rs, int cols, specdec
     for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
         const int T = Ts[k];
         for (int way = 0; way < 3; way++) {   /* 0: joined, 1: apart, 2: joined, the norm preparation in one block */
+#ifdef SPECDEC_HAVE_CUDA
             sd_cuda_norm_blocks(way != 2);
+#endif
             CHECK_OP(g, sd_be_norm_matmul_n(g, dw, 1e-6f, dx, ldx, dxn, ldx, n, way == 1 ? sep : jp, dy, ld, T), what);
+#ifdef SPECDEC_HAVE_CUDA
             sd_cuda_norm_blocks(1);
+#endif
             CHECK_OP(g, g->i->rmsnorm(g, dxr, ldx, dx, ldx, dw, cols, T, 1e-6f), what);
             CHECK_OP(g, sd_be_matmul_n(g, n, sep, dxr, ldx, dz, ld, T), what);
             dget(hy, dxn, (size_t)T * ldx * 4);
@@ -429,12 +433,15 @@ static void test_mlp(sd_backend *g, int H, int I, specdec_dtype dt, int bits, in
         for (int fuse = 2; fuse >= 0; fuse--) {   /* 2: fused, with the other preload setting */
             const int T = Ts[ti];
             for (int k = 0; k < 2; k++) CHECK(g->i->write(g, dx[k], x, nx * 4, &E) == SPECDEC_OK, "write: %s", E.msg);
+#ifdef SPECDEC_HAVE_CUDA
             const int pre0 = sd_cuda_gi_preload(0);
             sd_cuda_gi_preload(fuse == 2 ? !pre0 : pre0);
             sd_cuda_mlp_fuse(fuse ? 2 : 0);
             const long n0 = sd_cuda_mlp_taken();
+#endif
             CHECK_OP(g, sd_be_norm_mlp_add(g, dw, 1e-6f, dx[0], H, dxn[0], H, jp[0], jp[1], &dn.d, dg[0], du[0], T, dt2),
                      what);
+#ifdef SPECDEC_HAVE_CUDA
             sd_cuda_mlp_fuse(1);
             sd_cuda_gi_preload(pre0);
             /* the fused launch is taken exactly where it applies: int8, 4-bit rows, T <= 2, the
@@ -442,6 +449,9 @@ static void test_mlp(sd_backend *g, int H, int I, specdec_dtype dt, int bits, in
             const bool expect = fuse && gemv && g->int8 && bits == 4 && T <= 2;
             CHECK((sd_cuda_mlp_taken() > n0) == expect, "%s, T %d: the fused MLP launch %s", what, T,
                   expect ? "was not taken" : "was taken where it does not apply");
+#else
+            (void)gemv;
+#endif
             /* the ops one by one */
             CHECK_OP(g, g->i->rmsnorm(g, dxn[1], H, dx[1], H, dw, H, T, 1e-6f), what);
             CHECK_OP(g, g->i->matmul(g, sep[0], dxn[1], H, dg[1], I, T), what);
