@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: install the test-only tools, build and run the whole test suite: a Release build, then
-# the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, plus the static CLI's check.
+# the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, plus the static CLI's check and
+# a build without the CUDA backend.
 # Exit status is non-zero on any failure. SPECDEC_SKIP_ASAN=1 leaves out the sanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,11 @@ bash tests/fuzz/plant_check.sh offsets "${SPECDEC_FUZZ_SECONDS:-10}"
 cmake -S . -B build-static -DSPECDEC_STATIC=ON > /dev/null
 cmake --build build-static -j2 --target specdec_cli > /dev/null
 bash tests/static_cli_check.sh build-static/specdec build/specdec
+# a machine without nvcc (CPU-only users, Arm) builds the CLI and the CUDA tests' host part too
+cmake -S . -B build-nocuda -DSPECDEC_CUDA=OFF > /dev/null
+cmake --build build-nocuda -j2 --target specdec_cli test_cuda_kernels test_cuda > /dev/null
+build-nocuda/test_cuda_kernels
+build-nocuda/test_cuda
 if [ "${SPECDEC_SKIP_ASAN:-0}" != 1 ]; then
   BUILD=build-asan CMAKE_ARGS="-DSPECDEC_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" bash scripts/setup.sh
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j2)
