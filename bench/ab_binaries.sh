@@ -11,8 +11,10 @@
 # extra `run` options of each arm (e.g. one binary twice with --precision f32 / int8, --backend
 # cuda); OLD_ENV / NEW_ENV: VAR=value words set for that arm only (e.g. OLD_ENV=SPECDEC_CUDA_PDL=0);
 # TEXT_MAY_DIFFER=1 for arms that are allowed to write different text (two precisions): a
-# difference is then reported and the ratio still printed. Prints a markdown table on stdout;
-# exits 1 when any output differs (unless TEXT_MAY_DIFFER=1).
+# difference is then reported and the ratio still printed; MODES: the modes run (default
+# "classic mtp"); ERR_DIR: a folder that keeps every run's [stats] and [spec] lines
+# (PROMPT.MODE.ARM.log). Prints a markdown table on stdout; exits 1 when any output differs
+# (unless TEXT_MAY_DIFFER=1).
 set -euo pipefail
 OLD=$1 NEW=$2
 MODEL=${3:-models/qwen3-kernel}
@@ -33,6 +35,7 @@ one() {   # one BIN MODE PROMPT_FILE OUT_TEXT ARM_ARGS... -> prints decode tok/s
   [ "$2" = mtp ] && extra+=(--draft mtp)
   read -r -a armenv <<< "${ARM_ENV:-}"
   env "${armenv[@]}" "$1" run -m "$MODEL" -p "$(cat "$3")" -n "$N" --ignore-eos --threads "$THREADS" "${extra[@]}" > "$4" 2> "$4.err"
+  [ -n "${ERR_DIR:-}" ] && grep -h '^\[stats\]\|^\[spec\] rounds' "$4.err" >> "$ERR_DIR/$(basename "$3" .txt).$2.$ARM_NAME.log"
   sed -n 's/.*decode \([0-9.]*\) tok\/s.*/\1/p' "$4.err" | tail -1
 }
 stats() {   # median [min, max] of the numbers on stdin
@@ -47,11 +50,11 @@ echo "|---|---|---|---|---|---|"
 bad=0
 for p in "$W"/p*.txt; do
   pn=$(basename "$p" .txt)
-  for mode in classic mtp; do
+  for mode in ${MODES:-classic mtp}; do
     : > "$W/old.$mode"; : > "$W/new.$mode"
     for r in $(seq 0 "$R"); do   # r = 0: warm-up, discarded
-      o=$(ARM_ENV=${OLD_ENV:-} one "$OLD" $mode "$p" "$W/out_old" "${OLDA[@]}")
-      n=$(ARM_ENV=${NEW_ENV:-} one "$NEW" $mode "$p" "$W/out_new" "${NEWA[@]}")
+      o=$(ARM_NAME=old ARM_ENV=${OLD_ENV:-} one "$OLD" $mode "$p" "$W/out_old" "${OLDA[@]}")
+      n=$(ARM_NAME=new ARM_ENV=${NEW_ENV:-} one "$NEW" $mode "$p" "$W/out_new" "${NEWA[@]}")
       [ "$r" = 0 ] && continue
       echo "$o" >> "$W/old.$mode"; echo "$n" >> "$W/new.$mode"
     done

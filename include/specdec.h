@@ -457,6 +457,9 @@ typedef struct specdec_spec_stats {
     int64_t accepted_at_depth[SPECDEC_SPEC_MAX_DEPTH + 1]; /* [d]: rounds that accepted depth d */
     int64_t rounds_at_width[SPECDEC_SPEC_MAX_DEPTH + 1];   /* [K]: rounds for which width K was chosen
                                        (the verify covers 1 + the drafts actually proposed) */
+    int64_t emitted_at_width[SPECDEC_SPEC_MAX_DEPTH + 1];  /* [K]: tokens those rounds emitted */
+    double ms_at_width[SPECDEC_SPEC_MAX_DEPTH + 1];        /* [K]: their wall time (ms), as round_ms
+                                       (less the generation's last accept, timed after its round) */
     double tau;                      /* emitted / rounds (bonus included) */
     /* wall time summed over rounds (ms); residual = round - the named phases */
     double round_ms, draft_ms, verify_ms, walk_ms, finalize_ms, accept_ms, residual_ms;

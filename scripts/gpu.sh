@@ -19,7 +19,9 @@
 #   sanitize  compute-sanitizer memcheck and racecheck on test_cuda and on test_cuda_kernels' quick
 #             subset (SPECDEC_TEST_QUICK=1: one case of each kernel family)
 #   bench     bench_cuda (kernels against the copy bandwidth of the same run; BENCH_ARGS, e.g. --quick)
-#   spec      specdec bench of the embedded pair on the CUDA backend (classic vs MTP, interleaved)
+#   spec      specdec bench on the CUDA backend (classic vs MTP, interleaved; one process, so the
+#             auto width's measurements and the recorded graphs carry over from the warm-up):
+#             SPEC_MODELS (default the embedded pair), SPEC_KS (default 3 4 6; auto), SPEC_PROMPTS
 #   peer      llama.cpp CUDA built from .peers (the pinned tarball of ../shared/peers, carried),
 #             llama-bench on the embedded target as Q4_0, side by side with specdec
 #   scale     the embedded pair inflated to the Qwen3 1.7B / 8B / 32B shapes (specdec inflate),
@@ -45,7 +47,11 @@
 #             "fuse" the q/k head norms, RoPE and KV store inside the staged attention launch
 #             (SPECDEC_CUDA_ATTN_FUSE=1, the default) against their own launch before it (0);
 #             "mlp" the MLP block's fused launch (gate/up with SwiGLU and down's int8 preparation in
-#             their epilogue) against norm_matmul_n then swiglu_matmul_add, SPECDEC_CUDA_MLP=0). Those two variables, exported before gpu.sh, put every other phase (test
+#             their epilogue) against norm_matmul_n then swiglu_matmul_add, SPECDEC_CUDA_MLP=0;
+#             "early" the int8 preparation letting gemv_i4.cu's launch start before its own wait
+#             (SPECDEC_CUDA_GI_EARLY=1) against after it (0); "width" MTP at the auto block width
+#             against fixed width AB_WIDTH (default 4), MTP rows only, every run's stats lines kept
+#             in width_MODEL/). Those two variables, exported before gpu.sh, put every other phase (test
 #             aside: it runs both kernels itself) on the kernels they name.
 #             The archive, made where git is, in a folder .git/info/exclude ignores, carried:
 #               git archive C CMakeLists.txt src include tools bench tests ':(exclude)tests/fixtures' \
@@ -332,6 +338,17 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
         run_to 500 "$OUT/ab_fuse_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
       log "fused / separate q/k norm before attention $tag: $(grep '^| p' "$OUT/ab_fuse_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     fi
+    if [[ $kinds == *" early "* ]]; then   # the int8 preparation releasing gemv_i4.cu's launch before its own wait, or after
+      OLD_ENV="SPECDEC_CUDA_GI_EARLY=0" NEW_ENV="SPECDEC_CUDA_GI_EARLY=1" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
+        run_to 500 "$OUT/ab_early_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
+      log "early release / after the wait $tag: $(grep '^| p' "$OUT/ab_early_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+    fi
+    if [[ $kinds == *" width "* ]]; then   # MTP at the auto block width against a fixed one (AB_WIDTH, default 4), fresh processes
+      mkdir -p "$OUT/width_$tag"
+      ERR_DIR="$OUT/width_$tag" MODES=mtp OLD_ARGS="--backend cuda --block-size ${AB_WIDTH:-4}" NEW_ARGS="--backend cuda" \
+        run_to 500 "$OUT/ab_width_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
+      log "auto / fixed width ${AB_WIDTH:-4} $tag: $(grep '^| p' "$OUT/ab_width_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+    fi
     if [[ $kinds == *" attn "* ]]; then
       OLD_ENV="SPECDEC_CUDA_ATTN=split" NEW_ENV="SPECDEC_CUDA_ATTN=staged" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
         run_to 500 "$OUT/ab_attn_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
@@ -365,10 +382,16 @@ if has attnab && [ -n "${OLD_PID:-}" ]; then   # the attention table of bench_cu
   else log "attnab: the earlier build has no bench_cuda (old_build.log)"; fi
 fi
 
-if has spec; then
-  for K in 3 4 6; do
-    run_to 300 "$OUT/bench_embedded_k$K.md" "$BIN" bench -m "$M" --backend cuda --draft mtp --prompts /tmp/prompts16.jsonl \
-      -n 128 --block-size $K --repeats 5 --ignore-eos && log "specdec bench embedded K=$K: $(grep -m1 'median speedup' "$OUT/bench_embedded_k$K.md")"
+if has spec; then   # SPEC_MODELS (default the embedded pair; /tmp/inflated-SHAPE made when missing), SPEC_KS
+                   # (default 3 4 6; auto for the auto width), SPEC_PROMPTS (default 16), SPEC_REPEATS (default 5)
+  for m in ${SPEC_MODELS:-$M}; do
+    case "$m" in /tmp/inflated-*) inflated "$m" || continue ;; esac
+    tag=$(basename "$m")
+    head -"${SPEC_PROMPTS:-16}" /tmp/prompts16.jsonl > /tmp/prompts_spec.jsonl
+    for K in ${SPEC_KS:-3 4 6}; do
+      run_to 400 "$OUT/bench_${tag}_k$K.md" "$BIN" bench -m "$m" --backend cuda --draft mtp --prompts /tmp/prompts_spec.jsonl \
+        -n 128 --block-size $K --repeats ${SPEC_REPEATS:-5} --ignore-eos && log "specdec bench $tag K=$K: $(grep -m1 'median speedup' "$OUT/bench_${tag}_k$K.md")"
+    done
   done
 fi
 

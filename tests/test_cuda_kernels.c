@@ -97,15 +97,18 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
      * applies, else gemv.cu's for T <= 8 where x fits, else the tiled one): the streaming kernel
      * (stream.cu) where it applies, the tiled kernel (matmul.cu) alone, the streaming kernel on
      * 3 blocks of 2 stages (several tiles a block, its stages reused), the picks without
-     * gemv_i4.cu's kernel, it on 4 rows a warp, and it with the other setting of what its blocks
-     * fetch before their wait; the switches exist only where the CUDA backend is built */
+     * gemv_i4.cu's kernel, it on 4 rows a warp, it with the other setting of what its blocks
+     * fetch before their wait, and it with its preparation releasing it before or after the
+     * preparation's own wait; the switches exist only where the CUDA backend is built */
 #ifdef SPECDEC_HAVE_CUDA
-    const char *kname[6] = {"the streaming kernel", "the tiled kernel", "the streaming kernel on 3 blocks",
+    const char *kname[7] = {"the streaming kernel", "the tiled kernel", "the streaming kernel on 3 blocks",
                             "the generic picks (without gemv_i4.cu's kernel)", "gemv_i4.cu's kernel on 4 rows a warp",
-                            "gemv_i4.cu's kernel with the other preload (sd_cuda_gi_preload)"};
-    for (int m = 0; m < 6; m++) {
-        const int pre0 = sd_cuda_gi_preload(0);
+                            "gemv_i4.cu's kernel with the other preload (sd_cuda_gi_preload)",
+                            "gemv_i4.cu's kernel with the other preparation release (sd_cuda_gi_early)"};
+    for (int m = 0; m < 7; m++) {
+        const int pre0 = sd_cuda_gi_preload(0), early0 = sd_cuda_gi_early(0);
         sd_cuda_gi_preload(m == 5 ? !pre0 : pre0);
+        sd_cuda_gi_early(m == 6 ? !early0 : early0);
         sd_cuda_matmul_kernels(m == 1 ? SD_CUDA_MM_TILED : m == 3 ? SD_CUDA_MM_GENERIC : m >= 4 ? SD_CUDA_MM_GEMV : SD_CUDA_MM_STREAM);
         if (m == 2) sd_cuda_matmul_stream_cap(3, 2);
         sd_cuda_gi_rows(m == 4 ? 4 : 0);
@@ -123,6 +126,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         sd_cuda_matmul_stream_cap(0, 0);
         sd_cuda_gi_rows(0);
         sd_cuda_gi_preload(pre0);
+        sd_cuda_gi_early(early0);
     }
 #endif
 
@@ -430,12 +434,13 @@ static void test_mlp(sd_backend *g, int H, int I, specdec_dtype dt, int bits, in
     }
     const int Ts[] = {1, 2, 3, 5, 8, 9};
     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++)
-        for (int fuse = 2; fuse >= 0; fuse--) {   /* 2: fused, with the other preload setting */
+        for (int fuse = 2; fuse >= 0; fuse--) {   /* 2: fused, with the other preload and preparation release settings */
             const int T = Ts[ti];
             for (int k = 0; k < 2; k++) CHECK(g->i->write(g, dx[k], x, nx * 4, &E) == SPECDEC_OK, "write: %s", E.msg);
 #ifdef SPECDEC_HAVE_CUDA
-            const int pre0 = sd_cuda_gi_preload(0);
+            const int pre0 = sd_cuda_gi_preload(0), early0 = sd_cuda_gi_early(0);
             sd_cuda_gi_preload(fuse == 2 ? !pre0 : pre0);
+            sd_cuda_gi_early(fuse == 2 ? !early0 : early0);
             sd_cuda_mlp_fuse(fuse ? 2 : 0);
             const long n0 = sd_cuda_mlp_taken();
 #endif
@@ -444,6 +449,7 @@ static void test_mlp(sd_backend *g, int H, int I, specdec_dtype dt, int bits, in
 #ifdef SPECDEC_HAVE_CUDA
             sd_cuda_mlp_fuse(1);
             sd_cuda_gi_preload(pre0);
+            sd_cuda_gi_early(early0);
             /* the fused launch is taken exactly where it applies: int8, 4-bit rows, T <= 2, the
              * default kernels (these shapes have fewer 32-row groups than blocks fit the GPU) */
             const bool expect = fuse && gemv && g->int8 && bits == 4 && T <= 2;

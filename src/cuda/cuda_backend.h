@@ -33,6 +33,12 @@ void sd_cuda_gi_rows(int rows);
  * only prefetches that batch towards L2 (SPECDEC_CUDA_GI_PRE=0 or 1 at backend creation; A/B
  * runs). Same bits either way: only when the loads are issued changes. Returns the setting before. */
 int sd_cuda_gi_preload(int on);
+/* The int8 preparation before a gemv_i4.cu launch (matmul, fused LM head, the MLP block's gate/up):
+ * 1 it lets that launch start before its own griddepcontrol.wait (sdc_grid_release_early,
+ * common.cuh), so the matmul's first batch is loaded while the kernel before the preparation
+ * still runs (an attention, a matmul); 0 (the default) it lets it start after (SPECDEC_CUDA_GI_EARLY=0
+ * or 1 at backend creation; A/B runs). Same bits either way. Returns the setting before. */
+int sd_cuda_gi_early(int on);
 /* The MLP block at int8 (norm_mlp_add): 1 (the default) gate and up with the SwiGLU and the
  * down projection's int8 preparation in their epilogue (gemv_i4.cu's gi_swq_kernel) where the
  * shape and T are those it measured faster on (sdc_gi_swq_plan); 2 wherever the kernel can take

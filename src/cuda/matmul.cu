@@ -319,6 +319,7 @@ struct Plan {
 
 int g_kernels = SD_CUDA_MM_GEMV;   /* sd_cuda_matmul_kernels (benchmarks, tests, SPECDEC_CUDA_STREAM) */
 int g_mlp_fuse = 1;                /* sd_cuda_mlp_fuse */
+int g_gi_early = 0;                /* sd_cuda_gi_early */
 long g_mlp_taken = 0;              /* sd_cuda_mlp_taken */
 bool g_st_ok = false;              /* the streaming kernels took their shared memory (sdc_mm_init) */
 
@@ -421,7 +422,9 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
     Plan pl;
     cudaError_t e = mm_plan(p0, d, false, &pl);
     sdc_mm_params pp = *p0;
-    pp.early = pl.use_st;   /* the streaming kernel's first copies may overlap the kernel before */
+    /* the streaming kernel's first copies, and with sd_cuda_gi_early gemv_i4.cu's first batch,
+     * may overlap the kernel before the preparation */
+    pp.early = pl.use_st || (pl.use_gi && g_gi_early);
     if (e == cudaSuccess) e = i8_prep(&pp, d);
     if (e != cudaSuccess) return e;
     const sdc_mm_params q = mm_prepared(p0);
@@ -433,6 +436,11 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
 }
 
 extern "C" void sd_cuda_mlp_fuse(int mode) { g_mlp_fuse = mode >= 0 && mode <= 2 ? mode : 1; }
+extern "C" int sd_cuda_gi_early(int on) {
+    const int was = g_gi_early;
+    g_gi_early = on ? 1 : 0;
+    return was;
+}
 extern "C" long sd_cuda_mlp_taken(void) { return g_mlp_taken; }
 
 extern "C" cudaError_t sdc_mlp(const sdc_mm_params *gu, const sdc_mm_params *down, void *xq2, void *xsd2, const sdc_dev *d,
@@ -455,7 +463,9 @@ extern "C" cudaError_t sdc_mlp(const sdc_mm_params *gu, const sdc_mm_params *dow
     if (r <= 0) return r < 0 ? e : cudaSuccess;
     *taken = 1;
     g_mlp_taken++;
-    if ((e = i8_prep(gu, d)) != cudaSuccess) return e;
+    sdc_mm_params gp = *gu;
+    gp.early = g_gi_early;   /* the gate/up launch's first batch may overlap the kernel before the preparation */
+    if ((e = i8_prep(&gp, d)) != cudaSuccess) return e;
     const sdc_swq_out o = {gu->y, gu->seg[1].y, gu->ldy, xq2, xsd2, dn.ncp};
     if ((e = sdc_gi_swq_launch(&pg, &q, &o, d)) != cudaSuccess) return e;
     return sdc_gi_launch(&pd, &dn, d);
@@ -473,7 +483,7 @@ extern "C" cudaError_t sdc_lm_argmax(const sdc_mm_params *p, const sdc_dev *d) {
     Plan pl;
     cudaError_t e = mm_plan(p, d, true, &pl);
     sdc_mm_params pp = *p;
-    pp.early = pl.use_st;
+    pp.early = pl.use_st || (pl.use_gi && g_gi_early);
     if (e == cudaSuccess) e = i8_prep(&pp, d);
     if (e != cudaSuccess) return e;
     if (pl.use_st) e = sdc_st_launch(&pl.st, p, d);

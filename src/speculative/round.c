@@ -501,6 +501,8 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
             if (!sp->block_size) sd_auto_update(au, K, ndw, acc, t5 - t0 - (r.devt ? dv_fl : t_acc0));
             double tend = sd_now_ms();
             s.round_ms += tend - t0;
+            s.ms_at_width[K] += tend - t0;
+            s.emitted_at_width[K] += em_round;
         }
     }
     if (st == SPECDEC_OK && acc_pending && r.be->i->sync(r.be, err) == SPECDEC_OK) {

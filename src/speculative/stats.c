@@ -61,7 +61,16 @@ void specdec_spec_stats_summary(const specdec_spec_stats *s, char *buf, size_t n
     AP("; probe %s%s", s->probe == 1 ? "passed" : s->probe == 0 ? "FAILED" : "not run", s->probe_cached ? " (cached)" : "");
     if (s->probe_ms > 0) AP(" in %.1f ms (not in decode)", s->probe_ms);
     if (s->inexact) AP(" INEXACT (allow_inexact)");
-    if (!s->block_size) AP("; auto width %d", s->auto_width);
+    if (!s->block_size) {
+        /* what the controller chose: per width, rounds, tokens a round and ms a round */
+        AP("; auto width %d (width: rounds, tokens/round, ms/round:", s->auto_width);
+        for (int w = 1; w <= SPECDEC_SPEC_MAX_DEPTH; w++)
+            if (s->rounds_at_width[w])
+                AP(" %d: %lld, %.2f, %.3f;", w, (long long)s->rounds_at_width[w],
+                   (double)s->emitted_at_width[w] / (double)s->rounds_at_width[w], s->ms_at_width[w] / (double)s->rounds_at_width[w]);
+        if (l > 0 && l < n && buf[l - 1] == ';') buf[--l] = 0;
+        AP(")");
+    }
     if (s->profiled) {
         AP("; drafter profile (synchronized, %lld steps, ms/step): upload %.4f input %.4f layers %.4f head %.4f sample %.4f "
            "readback %.4f, profiling overhead %.3f ms (%.1f%% of draft)",
@@ -114,7 +123,8 @@ specdec_status specdec_spec_stats_write_json(const specdec_spec_stats *s, const 
     json_object_set_new(o, "block_size", s->block_size ? json_integer(s->block_size) : json_string("auto"));
     json_object_set_new(o, "tau", json_real(s->tau));
     set_ints(o, s, int_fields, N_OF(int_fields));
-    json_t *abd = json_array(), *dad = json_array(), *aad = json_array(), *rw = json_object();
+    json_t *abd = json_array(), *dad = json_array(), *aad = json_array(), *rw = json_object(), *ew = json_object(),
+           *mw = json_object();
     for (int d = 1; d <= SPECDEC_SPEC_MAX_DEPTH && s->drafted_at_depth[d]; d++) {
         json_array_append_new(abd, json_real((double)s->accepted_at_depth[d] / (double)s->drafted_at_depth[d]));
         json_array_append_new(dad, json_integer(s->drafted_at_depth[d]));
@@ -125,11 +135,15 @@ specdec_status specdec_spec_stats_write_json(const specdec_spec_stats *s, const 
             char k[8];
             snprintf(k, sizeof k, "%d", w);
             json_object_set_new(rw, k, json_integer(s->rounds_at_width[w]));
+            json_object_set_new(ew, k, json_integer(s->emitted_at_width[w]));
+            json_object_set_new(mw, k, json_real(s->ms_at_width[w]));
         }
     json_object_set_new(o, "acceptance_by_depth", abd);
     json_object_set_new(o, "drafted_at_depth", dad);
     json_object_set_new(o, "accepted_at_depth", aad);
     json_object_set_new(o, "rounds_at_width", rw);
+    json_object_set_new(o, "emitted_at_width", ew);
+    json_object_set_new(o, "ms_at_width", mw);
     if (!s->block_size) json_object_set_new(o, "auto_width", json_integer(s->auto_width));
     json_t *ph = json_object();
     set_reals(ph, s, phase_fields, N_OF(phase_fields));
