@@ -51,7 +51,8 @@
 #             "early" the int8 preparation letting gemv_i4.cu's launch start before its own wait
 #             (SPECDEC_CUDA_GI_EARLY=1) against after it (0); "width" MTP at the auto block width
 #             against fixed width AB_WIDTH (default 4), MTP rows only, every run's stats lines kept
-#             in width_MODEL/; "dq4" MTP with the drafter's dense matrices quantized to 4 bits at
+#             in width_MODEL/; "envpair" any two settings, AB_OLD_ENV / AB_NEW_ENV, with AB_ARGS and
+#             AB_MODES; "dq4" MTP with the drafter's dense matrices quantized to 4 bits at
 #             load against as stored, --drafter-weights q4 / stored, MTP rows only). Those two variables, exported before gpu.sh, put every other phase (test
 #             aside: it runs both kernels itself) on the kernels they name.
 #             The archive, made where git is, in a folder .git/info/exclude ignores, carried:
@@ -343,6 +344,14 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
       OLD_ENV="SPECDEC_CUDA_GI_EARLY=0" NEW_ENV="SPECDEC_CUDA_GI_EARLY=1" OLD_ARGS="--backend cuda" NEW_ARGS="--backend cuda" \
         run_to 500 "$OUT/ab_early_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
       log "early release / after the wait $tag: $(grep '^| p' "$OUT/ab_early_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+    fi
+    if [[ $kinds == *" envpair "* ]]; then   # any two settings of one binary: AB_OLD_ENV / AB_NEW_ENV (VAR=value words),
+                                           # AB_ARGS (more run options of both arms), AB_MODES (default classic mtp)
+      mkdir -p "$OUT/envpair_$tag"
+      ERR_DIR="$OUT/envpair_$tag" MODES="${AB_MODES:-classic mtp}" OLD_ENV="${AB_OLD_ENV:-}" NEW_ENV="${AB_NEW_ENV:-}" \
+        OLD_ARGS="--backend cuda ${AB_ARGS:-}" NEW_ARGS="--backend cuda ${AB_ARGS:-}" \
+        run_to 500 "$OUT/ab_envpair_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
+      log "[${AB_NEW_ENV:-}] / [${AB_OLD_ENV:-}] ${AB_ARGS:-} $tag: $(grep '^| p' "$OUT/ab_envpair_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     fi
     if [[ $kinds == *" dq4 "* ]]; then   # the MTP drafter's dense matrices at 4 bits (quantized at load) against as stored
       mkdir -p "$OUT/dq4_$tag"
