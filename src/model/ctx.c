@@ -24,15 +24,33 @@ static bool cpu_int8_path(const sd_backend *be, const specdec_ctx_params *p) {
     return be->n_threads > 0 && !be->tp_ranks && be->int8 && !p->reference_kernels;
 }
 
-/* The drafter's dense matrices as 4-bit codes: when asked, and by default on the CPU's int8 path,
- * that is on the backends that run on CPU threads (cpu, and cpu-sim, which must behave as cpu
- * does) at precision int8 (measured: MTP 1.10x there, docs/benchmarks/cpu-mtp-4bit-drafter-xeon-2026-12-05.md; no
- * measurable gain on an H200, where a draft step is launch-bound). The reference kernels and
- * precision f32 keep the stored drafter. */
-static bool drafter_q4(const sd_backend *be, const specdec_ctx_params *p) {
+/* A device backend (CUDA) at precision int8, not tensor-parallel, not the reference kernels. */
+static bool device_int8_path(const sd_backend *be, const specdec_ctx_params *p) {
+    return be->n_threads == 0 && !be->host_visible && !be->tp_ranks && be->int8 && !p->reference_kernels;
+}
+
+/* Drafter parameters from which a device backend quantizes the drafter by default: a draft step
+ * there reads the drafter's weights near their floor once they are large, so a quarter of the
+ * bytes is a quarter of its time, while a small drafter's step is launches and latency. */
+#define SD_DEVICE_DRAFTER_Q4_MIN_PARAMS 100000000ull
+
+/* The drafter's dense matrices as 4-bit codes: when asked, and by default
+ *   - on the CPU's int8 path, that is on the backends that run on CPU threads (cpu, and cpu-sim,
+ *     which must behave as cpu does) at precision int8 (measured: MTP 1.10x there,
+ *     docs/benchmarks/cpu-mtp-4bit-drafter-xeon-2026-12-05.md);
+ *   - on a device backend at precision int8 for drafters of SD_DEVICE_DRAFTER_Q4_MIN_PARAMS or
+ *     more (measured on an H100, docs/benchmarks/cuda-drafter-q4-h100-2026-12-06.md: the 8B shape's
+ *     226.5 M-parameter drafter MTP 1.06-1.08x; the embedded pair's 1.8 M-parameter one 0.90-1.05x,
+ *     its drafts' acceptance moved and its step is launch-bound).
+ * The reference kernels and precision f32 keep the stored drafter. */
+static bool drafter_q4(const specdec_model *m, const sd_backend *be, const specdec_ctx_params *p) {
     if (p->drafter_weights == SPECDEC_DRAFTER_WEIGHTS_Q4) return true;
     if (p->drafter_weights != SPECDEC_DRAFTER_WEIGHTS_DEFAULT) return false;
-    return cpu_int8_path(be, p);
+    if (cpu_int8_path(be, p)) return true;
+    if (!device_int8_path(be, p)) return false;
+    specdec_model_info mi;
+    specdec_model_get_info(m, &mi);
+    return mi.n_params_mtp >= SD_DEVICE_DRAFTER_Q4_MIN_PARAMS;
 }
 
 /* The KV cache dtype: as asked, or by default bf16 on the CPU's int8 path (half the bytes each
@@ -53,7 +71,7 @@ static specdec_status ctx_setup(specdec_ctx *cx, const specdec_ctx_params *p, sp
     int mb = p->max_batch > 0 ? p->max_batch : 64;
     sd_kv_dtype_e kvdt = kv_pick(be, p);
     /* progress only where bytes are copied: on a host-visible backend the upload is a view */
-    SD_TRY(sd_weights_upload(be, c, &m->w, &cx->w, drafter_q4(be, p), be->host_visible ? NULL : p->progress,
+    SD_TRY(sd_weights_upload(be, c, &m->w, &cx->w, drafter_q4(m, be, p), be->host_visible ? NULL : p->progress,
                              p->progress_user, err));
     SD_TRY(sd_runtime_init(&cx->rt, be, c, n_ctx, mb, kvdt, err));
     SD_TRY(sd_kv_init(&cx->kv, be, c->n_layers, n_ctx, cx->rt.nkv * c->head_dim, kvdt, err));   /* a rank's KV heads */
