@@ -15,7 +15,8 @@ static const cmd_usage USAGE[] = {
      "            [--draft-vocab FILE[:N]|none] [--drafter-weights stored|q4|default] [--allow-inexact]\n"
      "            [--stats-json FILE] [--profile-drafter] [--ids-out FILE] [--verify-rows N] [--probe-draws N]\n"
      "            (--drafter-weights: the MTP drafter's dense matrices as stored or as 4-bit codes made at load;\n"
-     "             default 4-bit on the CPU at precision int8; greedy and seeded output never changes)\n"
+     "             default 4-bit at precision int8 on the CPU, and on CUDA for drafters of 100 M parameters\n"
+     "             or more; greedy and seeded output never changes)\n"
      "            (-m: default the embedded model models/qwen3-kernel; --seed -1: a fresh random seed,\n"
      "             printed in the stats; sampling defaults come from DIR/generation_config.json when present)\n"},
     {"bench",
