@@ -98,18 +98,14 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
      * (stream.cu) where it applies, the tiled kernel (matmul.cu) alone, the streaming kernel on
      * 3 blocks of 2 stages (several tiles a block, its stages reused), the picks without
      * gemv_i4.cu's kernel, it on 4 rows a warp, it with the other setting of what its blocks
-     * fetch before their wait, it with its preparation releasing it before or after the
-     * preparation's own wait, and its pipelined form; the switches exist only where the CUDA
-     * backend is built */
+     * fetch before their wait, and it with its preparation releasing it before or after the
+     * preparation's own wait; the switches exist only where the CUDA backend is built */
 #ifdef SPECDEC_HAVE_CUDA
-    const char *kname[8] = {"the streaming kernel", "the tiled kernel", "the streaming kernel on 3 blocks",
+    const char *kname[7] = {"the streaming kernel", "the tiled kernel", "the streaming kernel on 3 blocks",
                             "the generic picks (without gemv_i4.cu's kernel)", "gemv_i4.cu's kernel on 4 rows a warp",
                             "gemv_i4.cu's kernel with the other preload (sd_cuda_gi_preload)",
-                            "gemv_i4.cu's kernel with the other preparation release (sd_cuda_gi_early)",
-                            "gemv_i4.cu's pipelined form (sd_cuda_gi_pipe)"};
-    for (int m = 0; m < 8; m++) {
-        const int pipe0 = sd_cuda_gi_pipe(0);
-        sd_cuda_gi_pipe(m >= 7 ? 1 : pipe0);
+                            "gemv_i4.cu's kernel with the other preparation release (sd_cuda_gi_early)"};
+    for (int m = 0; m < 7; m++) {
         const int pre0 = sd_cuda_gi_preload(0), early0 = sd_cuda_gi_early(0);
         sd_cuda_gi_preload(m == 5 ? !pre0 : pre0);
         sd_cuda_gi_early(m == 6 ? !early0 : early0);
@@ -131,7 +127,6 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         sd_cuda_gi_rows(0);
         sd_cuda_gi_preload(pre0);
         sd_cuda_gi_early(early0);
-        sd_cuda_gi_pipe(pipe0);
     }
 #endif
 

@@ -593,8 +593,6 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     if (grv && (!strcmp(grv, "2") || !strcmp(grv, "4"))) sd_cuda_gi_rows(grv[0] - '0');
     const char *gpv = getenv("SPECDEC_CUDA_GI_PRE");
     if (gpv && (gpv[0] == '0' || gpv[0] == '1') && !gpv[1]) sd_cuda_gi_preload(gpv[0] - '0');
-    const char *gpp = getenv("SPECDEC_CUDA_GI_PIPE");   /* N: gemv_i4.cu's pipelined form from T = N on, 0 never */
-    if (gpp && gpp[0] >= '0' && gpp[0] <= '8' && !gpp[1]) sd_cuda_gi_pipe(gpp[0] - '0');
     const char *gev = getenv("SPECDEC_CUDA_GI_EARLY");
     if (gev && (gev[0] == '0' || gev[0] == '1') && !gev[1]) sd_cuda_gi_early(gev[0] - '0');
     if (atv && (!strcmp(atv, "staged") || !strcmp(atv, "split"))) sd_cuda_attention_kernel(atv[1] == 't');

@@ -33,11 +33,6 @@ void sd_cuda_gi_rows(int rows);
  * only prefetches that batch towards L2 (SPECDEC_CUDA_GI_PRE=0 or 1 at backend creation; A/B
  * runs). Same bits either way: only when the loads are issued changes. Returns the setting before. */
 int sd_cuda_gi_preload(int on);
-/* gemv_i4.cu's pipelined form (gi_kernel_pipe: the loads of a warp's next half batch issued
- * before the current one is used, across its row blocks) for launches of from_t tokens or more;
- * 0 (the default) never (SPECDEC_CUDA_GI_PIPE=N at backend creation; A/B runs). Same bits either
- * way. Returns the setting before. */
-int sd_cuda_gi_pipe(int from_t);
 /* The int8 preparation before a gemv_i4.cu launch (matmul, fused LM head, the MLP block's gate/up):
  * 1 it lets that launch start before its own griddepcontrol.wait (sdc_grid_release_early,
  * common.cuh), so the matmul's first batch is loaded while the kernel before the preparation

@@ -282,129 +282,6 @@ __global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_kernel(const s
     }
 }
 
-/* ---- the pipelined form (sd_cuda_gi_pipe) ----
- * gi_kernel's warp issues a batch's loads, waits for them, then computes, so while it computes
- * nothing of its own is in flight; at T >= 3 the compute per batch (T tokens' dp4a and float
- * work) is long enough to leave the memory pipe short of requests, and between a warp's row
- * blocks (a butterfly and a store) nothing is in flight either. Here a warp's work is one
- * sequence of items, (row block k, batch b) for its row blocks in order and each one's batches
- * in order, and the loads of item s + 1 are issued before item s is used, into the other of
- * two buffers of half gi_kernel's batch (the same registers in flight). Bits: a row's chunks
- * still meet mm_chunk lane by lane in ascending order (whole batches, then the row's last
- * chunks one at a time, as gi_rows), then the same butterfly; only when loads are issued
- * changes. */
-template <int TT, int RW> struct GiPipe {
-    static constexpr int R = GiShape<TT, RW>::R;
-    static constexpr int D = GiShape<TT, RW>::D >= 2 ? GiShape<TT, RW>::D / 2 : 1;
-};
-
-/* The rows of a warp's row block k (gi_block's rows: past the end loaded, never stored). */
-template <int R>
-SDC_D void gi_pipe_rows(const sdc_mm_params &p, int k, int nw, int warp, uint32_t (&row)[R]) {
-    const int r0 = (((int)blockIdx.x + k * (int)gridDim.x) * nw + warp) * R;
-#pragma unroll
-    for (int r = 0; r < R; r++) row[r] = (uint32_t)min(r0 + r, p.rows - 1);
-}
-
-/* A row block's end: its last chunks one at a time, the butterfly, the results stored (or
- * offered to the warp's bests), the accumulators cleared for the next. */
-template <int TT, int SDT, bool LMA, int R, int D>
-SDC_D void gi_pipe_finish(const sdc_mm_params &p, const GiCtx<SDT> &c, int k, int nw, int warp, int nb,
-                          float (&acc)[R][TT], sdc_best (&best)[TT]) {
-    uint32_t row[R], wo[R], so[R];
-    gi_pipe_rows<R>(p, k, nw, warp, row);
-    gi_offsets<R>(row, c.rowq, c.ngroups, c.glane, c.lane, wo, so);
-    for (int j0 = nb * D; j0 < c.nj; j0++)
-        gi_batch<TT, SDT, R, 1>(c.W, c.S, c.B, wo, so, j0, c.lane, c.gstep, c.xs, c.sx, c.xt4, c.tile_ch, acc);
-    const int r0 = (((int)blockIdx.x + k * (int)gridDim.x) * nw + warp) * R;
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int t = 0; t < TT; t++) acc[r][t] = sdc_warp_sum(acc[r][t]);
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int rr = r0 + r;
-        if (rr >= p.rows) continue;
-#pragma unroll
-        for (int t = 0; t < TT; t++) {
-            if (t >= p.T) continue;
-            if constexpr (LMA) {
-                if (c.lane == 0) sdc_best_offer(&best[t], acc[r][t], rr);
-            } else if (c.lane == r * TT + t) {
-                mm_store(p, rr, t, acc[r][t]);
-            }
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
-}
-
-/* Item (k, b) loaded into bt. */
-template <int SDT, int R, int D>
-SDC_D void gi_pipe_load(const sdc_mm_params &p, const GiCtx<SDT> &c, int k, int b, int nw, int warp,
-                        GiBatch<SDT, R, D> &bt) {
-    uint32_t row[R], wo[R], so[R];
-    gi_pipe_rows<R>(p, k, nw, warp, row);
-    gi_offsets<R>(row, c.rowq, c.ngroups, c.glane, c.lane, wo, so);
-    gi_load<SDT, R, D>(c.W, c.S, c.B, wo, so, b * D, c.gstep, bt);
-}
-
-template <int TT, int SDT, bool LMA, int RW>
-__global__ void __launch_bounds__(GI_THREADS, TT <= 2 ? 3 : 2) gi_kernel_pipe(const sdc_mm_params p, const int nj,
-                                                                              const int nrb, const int pre) {
-    constexpr int R = GiPipe<TT, RW>::R, D = GiPipe<TT, RW>::D;
-    extern __shared__ sdc_best gi_wb[];   /* LMA: (nw, T) */
-    const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    const GiCtx<SDT> c = gi_ctx<SDT>(p, nj);
-    const int nb = nj / D;   /* whole batches a row block (sdc_gi_plan_for: nj >= D) */
-    const int K = (int)blockIdx.x < nrb ? (nrb - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    const int S = K * nb;    /* the warp's items */
-
-    /* item 0 before the wait (weights only: common.cuh's rule), as gi_pre decides */
-    GiBatch<SDT, R, D> A, Bf;
-    bool have = false;
-    if (S > 0) {
-        uint32_t row[R];
-        gi_pipe_rows<R>(p, 0, nw, warp, row);
-        have = gi_pre<SDT, R, D, gi_pre_regs_ok<TT, LMA>()>(c, row, pre, A);
-    }
-    sdc_grid_enter();
-
-    sdc_best best[TT];
-#pragma unroll
-    for (int t = 0; t < TT; t++) best[t] = sdc_best_none();
-    float acc[R][TT];
-#pragma unroll
-    for (int r = 0; r < R; r++)
-#pragma unroll
-        for (int t = 0; t < TT; t++) acc[r][t] = 0.0f;
-
-    if (S > 0 && !have) gi_pipe_load<SDT, R, D>(p, c, 0, 0, nw, warp, A);
-    /* the item in A is (k, b); the next one's loads go into Bf before A is used, then Bf
-     * becomes A (register moves) */
-    int k = 0, b = 0;
-    for (int s = 0; s < S; s++) {
-        int k1 = k, b1 = b + 1;
-        if (b1 == nb) { k1++; b1 = 0; }
-        if (s + 1 < S) gi_pipe_load<SDT, R, D>(p, c, k1, b1, nw, warp, Bf);
-        gi_use<TT, SDT, R, D>(A, b * D, c.lane, c.xs, c.sx, c.xt4, c.tile_ch, acc);
-        if (b == nb - 1) gi_pipe_finish<TT, SDT, LMA, R, D>(p, c, k, nw, warp, nb, acc, best);
-        A = Bf;
-        k = k1;
-        b = b1;
-    }
-    if constexpr (LMA) {
-        if (c.lane == 0)
-#pragma unroll
-            for (int t = 0; t < TT; t++)
-                if (t < p.T) gi_wb[warp * p.T + t] = best[t];
-        __syncthreads();
-        mm_lma_part(p, gi_wb, nw, blockDim.x);
-    }
-}
-
 /* One pair of gi_swq_kernel (gate row i, up row i, i = 32 G + 8 k + warp) and its epilogue. */
 template <int TT, int SDT, int D>
 SDC_D void gi_swq_pair(const sdc_mm_params &p, const sdc_swq_out &o, const GiCtx<SDT> &c, int G, int k, int warp, int I,
@@ -486,56 +363,34 @@ typedef void (*gi_fn)(const sdc_mm_params, const int, const int, const int);
 
 int g_rows = 0;   /* sd_cuda_gi_rows: 0 the rule of sdc_gi_plan_for, else 2 or 4 */
 int g_pre = 1;    /* sd_cuda_gi_preload: the first batch loaded before the wait (gi_pre) */
-int g_pipe = 0;   /* sd_cuda_gi_pipe: the pipelined form (gi_kernel_pipe) from T = g_pipe on; 0 never */
 
 /* The tile of a launch of T tokens: T itself up to 6, 8 for 7 and 8. */
 int gi_tile(int T) { return T <= 6 ? T : 8; }
 
-/* The pipelined form exists for the layers' matmuls on 2 rows a warp at T = 1 and T >= 3: its
- * second buffer spilled (ptxas, sm_90) at T = 2 (96-128 bytes a thread under 80 registers) and
- * in the LM heads' forms (4 rows a warp from T = 4: 40-340 bytes), where the one-buffer kernel
- * stays. */
-template <int TT, int RW, bool LMA> constexpr bool gi_pipe_ok() { return !LMA && RW == 2 && TT != 2; }
-template <int TT, int SDT, bool LMA, int RW> gi_fn gi_form(bool pipe) {
-    if constexpr (gi_pipe_ok<TT, RW, LMA>())
-        if (pipe) return gi_kernel_pipe<TT, SDT, LMA, RW>;
-    return gi_kernel<TT, SDT, LMA, RW>;
-}
-template <int SDT, bool LMA> gi_fn gi_pick_tt(int TT, int rw, bool pipe) {
+template <int SDT, bool LMA> gi_fn gi_pick_tt(int TT, int rw) {
     switch (TT) {
-    case 1: return gi_form<1, SDT, LMA, 2>(pipe);
-    case 2: return gi_form<2, SDT, LMA, 2>(pipe);
-    case 3: return gi_form<3, SDT, LMA, 2>(pipe);
-    case 4: return rw == 4 ? gi_form<4, SDT, LMA, 4>(pipe) : gi_form<4, SDT, LMA, 2>(pipe);
-    case 5: return rw == 4 ? gi_form<5, SDT, LMA, 4>(pipe) : gi_form<5, SDT, LMA, 2>(pipe);
-    case 6: return rw == 4 ? gi_form<6, SDT, LMA, 4>(pipe) : gi_form<6, SDT, LMA, 2>(pipe);
-    case 8: return rw == 4 ? gi_form<8, SDT, LMA, 4>(pipe) : gi_form<8, SDT, LMA, 2>(pipe);
+    case 1: return gi_kernel<1, SDT, LMA, 2>;
+    case 2: return gi_kernel<2, SDT, LMA, 2>;
+    case 3: return gi_kernel<3, SDT, LMA, 2>;
+    case 4: return rw == 4 ? gi_kernel<4, SDT, LMA, 4> : gi_kernel<4, SDT, LMA, 2>;
+    case 5: return rw == 4 ? gi_kernel<5, SDT, LMA, 4> : gi_kernel<5, SDT, LMA, 2>;
+    case 6: return rw == 4 ? gi_kernel<6, SDT, LMA, 4> : gi_kernel<6, SDT, LMA, 2>;
+    case 8: return rw == 4 ? gi_kernel<8, SDT, LMA, 4> : gi_kernel<8, SDT, LMA, 2>;
     default: return nullptr;
     }
 }
-template <bool LMA> gi_fn gi_pick(int sdt, int TT, int rw, bool pipe) {
+template <bool LMA> gi_fn gi_pick(int sdt, int TT, int rw) {
     switch (sdt) {
-    case SDC_F32: return gi_pick_tt<SDC_F32, LMA>(TT, rw, pipe);
-    case SDC_F16: return gi_pick_tt<SDC_F16, LMA>(TT, rw, pipe);
-    case SDC_BF16: return gi_pick_tt<SDC_BF16, LMA>(TT, rw, pipe);
+    case SDC_F32: return gi_pick_tt<SDC_F32, LMA>(TT, rw);
+    case SDC_F16: return gi_pick_tt<SDC_F16, LMA>(TT, rw);
+    case SDC_BF16: return gi_pick_tt<SDC_BF16, LMA>(TT, rw);
     default: return nullptr;
     }
-}
-/* The pipelined form's half batch (GiPipe<TT, RW>::D) by run-time TT and rows a warp. */
-int gi_pipe_d(int TT, int rw) {
-    const int R = TT >= 4 && rw == 4 ? 4 : 2;
-    const int D = TT <= 2 ? 4 : TT <= 4 ? (R == 4 ? 2 : 4) : (R == 4 ? 1 : 2);
-    return D >= 2 ? D / 2 : 1;
 }
 
 } // namespace
 
 extern "C" void sd_cuda_gi_rows(int rows) { g_rows = rows == 2 || rows == 4 ? rows : 0; }
-extern "C" int sd_cuda_gi_pipe(int from_t) {
-    const int was = g_pipe;
-    g_pipe = from_t >= 1 && from_t <= SDC_GI_MAX_T ? from_t : 0;
-    return was;
-}
 extern "C" int sd_cuda_gi_preload(int on) {
     const int was = g_pre;
     g_pre = on ? 1 : 0;
@@ -557,8 +412,7 @@ extern "C" int sdc_gi_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
      * 0.69-0.96x the time of 4 on the layers' matrices at T = 4 and 8, 1.07-1.09x on the LM head */
     const int rw = g_rows ? g_rows : (double)p->rows * (double)p->cols >= 268435456.0 ? 4 : 2;
     const int R = gi_rows_a_warp(TT, rw);
-    const bool pipe = g_pipe && p->T >= g_pipe && !lma && R == 2 && TT != 2 && p->cols / 1024 >= gi_pipe_d(TT, rw);
-    gi_fn fn = lma ? gi_pick<true>(p->sdt, TT, rw, pipe) : gi_pick<false>(p->sdt, TT, rw, pipe);
+    gi_fn fn = lma ? gi_pick<true>(p->sdt, TT, rw) : gi_pick<false>(p->sdt, TT, rw);
     if (!fn) return 0;
     pl->fn = (const void *)fn;
     pl->nj = p->cols / 1024;
