@@ -252,6 +252,10 @@ const char *specdec_ctx_kernels(const specdec_ctx *c);
 /* The KV cache dtype the context runs with: SPECDEC_KV_DEFAULT resolved to the backend's choice
  * (SPECDEC_KV_DEFAULT for a NULL context). */
 specdec_kv_dtype specdec_ctx_kv_dtype(const specdec_ctx *c);
+/* The MTP drafter's dense weights on the context, the default resolved: SPECDEC_DRAFTER_WEIGHTS_Q4
+ * (4-bit codes made at load) or SPECDEC_DRAFTER_WEIGHTS_STORED; SPECDEC_DRAFTER_WEIGHTS_DEFAULT
+ * when the model has no MTP module (or for a NULL context). */
+specdec_drafter_weights specdec_ctx_drafter_weights(const specdec_ctx *c);
 
 /* Counters of the backend a context runs on (shared by the drafters running there). */
 typedef struct specdec_backend_stats {

@@ -40,6 +40,25 @@ static void check_q4_at_load(const char *tdir, specdec_model *m) {
     cp.drafter_weights = SPECDEC_DRAFTER_WEIGHTS_Q4;
     specdec_ctx *c = NULL;
     CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx with a 4-bit drafter: %s", err.msg);
+    CHECK(specdec_ctx_drafter_weights(c) == SPECDEC_DRAFTER_WEIGHTS_Q4, "asked for q4, the context reports %d",
+          (int)specdec_ctx_drafter_weights(c));
+    /* the default resolved as the context reports it: 4-bit on the CPU at precision int8, as stored
+     * at f32 and when asked */
+    const struct { specdec_precision prec; specdec_drafter_weights ask, want; } dw[3] = {
+        {SPECDEC_PRECISION_INT8, SPECDEC_DRAFTER_WEIGHTS_DEFAULT, SPECDEC_DRAFTER_WEIGHTS_Q4},
+        {SPECDEC_PRECISION_F32, SPECDEC_DRAFTER_WEIGHTS_DEFAULT, SPECDEC_DRAFTER_WEIGHTS_STORED},
+        {SPECDEC_PRECISION_INT8, SPECDEC_DRAFTER_WEIGHTS_STORED, SPECDEC_DRAFTER_WEIGHTS_STORED}};
+    for (int i = 0; i < 3; i++) {
+        specdec_ctx_params cq = cp;
+        cq.precision = dw[i].prec;
+        cq.drafter_weights = dw[i].ask;
+        specdec_ctx *ci = NULL;
+        CHECK(specdec_ctx_init(m, &cq, &ci, &err) == SPECDEC_OK, "ctx %d: %s", i, err.msg);
+        CHECK(specdec_ctx_drafter_weights(ci) == dw[i].want, "ctx %d: drafter weights %d, expected %d", i,
+              (int)specdec_ctx_drafter_weights(ci), (int)dw[i].want);
+        specdec_ctx_free(ci);
+    }
+    CHECK(specdec_ctx_drafter_weights(NULL) == SPECDEC_DRAFTER_WEIGHTS_DEFAULT, "a NULL context");
     if (mq && c && mq->w.mtp && c->w.mtp) {
         CHECK(c->be->host_visible, "the CPU backend's weights are host views");
         const sd_mtp_w *a = c->w.mtp, *b = mq->w.mtp;

@@ -71,8 +71,10 @@ static specdec_status ctx_setup(specdec_ctx *cx, const specdec_ctx_params *p, sp
     int mb = p->max_batch > 0 ? p->max_batch : 64;
     sd_kv_dtype_e kvdt = kv_pick(be, p);
     /* progress only where bytes are copied: on a host-visible backend the upload is a view */
-    SD_TRY(sd_weights_upload(be, c, &m->w, &cx->w, drafter_q4(m, be, p), be->host_visible ? NULL : p->progress,
-                             p->progress_user, err));
+    const bool dq4 = drafter_q4(m, be, p);
+    SD_TRY(sd_weights_upload(be, c, &m->w, &cx->w, dq4, be->host_visible ? NULL : p->progress, p->progress_user, err));
+    cx->drafter_weights = !m->w.mtp ? SPECDEC_DRAFTER_WEIGHTS_DEFAULT
+                        : dq4 ? SPECDEC_DRAFTER_WEIGHTS_Q4 : SPECDEC_DRAFTER_WEIGHTS_STORED;
     SD_TRY(sd_runtime_init(&cx->rt, be, c, n_ctx, mb, kvdt, err));
     SD_TRY(sd_kv_init(&cx->kv, be, c->n_layers, n_ctx, cx->rt.nkv * c->head_dim, kvdt, err));   /* a rank's KV heads */
     SD_TRY(be->i->alloc(be, sizeof(float) * (size_t)mb * c->hidden_size, "residual stream", (void **)&cx->x, err));
@@ -182,6 +184,9 @@ void specdec_ctx_backend_stats(const specdec_ctx *c, specdec_backend_stats *out)
 const char *specdec_ctx_backend(const specdec_ctx *c) { return c ? c->be->name : NULL; }
 const char *specdec_ctx_kernels(const specdec_ctx *c) { return c ? c->be->i->kernels(c->be) : NULL; }
 specdec_kv_dtype specdec_ctx_kv_dtype(const specdec_ctx *c) { return c ? (specdec_kv_dtype)c->kv.dtype : SPECDEC_KV_DEFAULT; }
+specdec_drafter_weights specdec_ctx_drafter_weights(const specdec_ctx *c) {
+    return c ? c->drafter_weights : SPECDEC_DRAFTER_WEIGHTS_DEFAULT;
+}
 
 specdec_status sd_ctx_set_pos(specdec_ctx *c, int n, specdec_err *err) {
     SD_TRY(sd_be_write_i32(c->be, c->pos, n, err));

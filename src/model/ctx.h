@@ -28,6 +28,7 @@ struct specdec_ctx {
     sd_backend *be;
     bool be_owned;          /* false when the context runs on another context's backend */
     sd_weights w;           /* the model's weights on the backend */
+    specdec_drafter_weights drafter_weights;   /* resolved (specdec_ctx_drafter_weights) */
     sd_runtime rt;
     sd_kv_cache kv;
     float *x;               /* (max_batch, H) residual stream; the final-normed hidden after a run */

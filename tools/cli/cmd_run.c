@@ -127,6 +127,11 @@ int cmd_run(int argc, char **argv) {
             specdec_model_get_info(m, &mi);
             fprintf(stderr, "[spec] draft vocabulary: %d of %d ids (%s)\n", specdec_drafter_draft_vocab_size(dr), mi.vocab_size, dv_used);
         }
+        const specdec_drafter_weights dw = specdec_ctx_drafter_weights(ctx);
+        if (cli_draft_mtp(draft) && dw != SPECDEC_DRAFTER_WEIGHTS_DEFAULT)
+            fprintf(stderr, "[spec] drafter weights: %s\n", dw == SPECDEC_DRAFTER_WEIGHTS_Q4
+                    ? "4-bit g64, quantized at load (--drafter-weights stored keeps them as shipped)"
+                    : "as stored (--drafter-weights q4 quantizes them at load)");
         if (stats_json && specdec_spec_stats_write_json(&ss, stats_json, &err)) { rc = cli_fail_err(&err); goto done; }
     } else if (stats_json) {
         specdec_spec_stats none;
