@@ -174,6 +174,11 @@ int cmd_bench(int argc, char **argv) {
         P("sampling %s, top-k %d, top-p %g, min-p %g, seed %llu%s\n\n", sp.sampling == SPECDEC_SPEC_SEEDED ? "seeded" : "rejection",
           gp.sampling.top_k, gp.sampling.top_p, gp.sampling.min_p, (unsigned long long)gp.sampling.seed, seed_fresh ? " (fresh)" : "");
     P("loadavg before: %s\n\n", la0);
+    {
+        const specdec_drafter_weights dw = specdec_ctx_drafter_weights(ctx);
+        if (cli_draft_mtp(draft) && dw != SPECDEC_DRAFTER_WEIGHTS_DEFAULT)
+            P("drafter weights: %s\n\n", dw == SPECDEC_DRAFTER_WEIGHTS_Q4 ? "4-bit g64, quantized at load" : "as stored");
+    }
     specdec_model_info mi0;
     specdec_model_get_info(m, &mi0);
     for (int k = 0; k < na; k++) {
