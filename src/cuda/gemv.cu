@@ -151,13 +151,22 @@ __global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 && !NARROW ? 3 : 1)
 
 typedef void (*gv_fn)(const sdc_mm_params, const int, const int, const int);
 
-/* ti 0..3: TT 1/2/4/8; ti 4: TT 1, NARROW */
+/* The token tile of a launch of T tokens: T itself up to 6, 8 for 7 and 8 (a verify of 3, 5 or
+ * 6 tokens does that many tokens' work, not 4's or 8's, as in gemv_i4.cu); ti 0..6 index the
+ * tiles 1, 2, 3, 4, 5, 6, 8, ti GV_NARROW the single-token NARROW form. */
+constexpr int GV_NARROW = 7;
+int gv_tile(int T) { return T <= 6 ? T : 8; }
+int gv_ti(int TT) { return TT <= 6 ? TT - 1 : 6; }
+
 template <int FMT, bool LMA> gv_fn gv_pick_tt(int ti) {
     switch (ti) {
     case 0: return gv_kernel<FMT, 1, LMA, false>;
     case 1: return gv_kernel<FMT, 2, LMA, false>;
-    case 2: return gv_kernel<FMT, 4, LMA, false>;
-    case 3: return gv_kernel<FMT, 8, LMA, false>;
+    case 2: return gv_kernel<FMT, 3, LMA, false>;
+    case 3: return gv_kernel<FMT, 4, LMA, false>;
+    case 4: return gv_kernel<FMT, 5, LMA, false>;
+    case 5: return gv_kernel<FMT, 6, LMA, false>;
+    case 6: return gv_kernel<FMT, 8, LMA, false>;
     default:
         if constexpr (Fmt<FMT>::QUANT) return gv_kernel<FMT, 1, LMA, true>;
         else return nullptr;   /* dense rows take the plain T = 1 kernel */
@@ -174,7 +183,7 @@ template <bool LMA> gv_fn gv_pick(int fmt, int ti) {
 extern "C" cudaError_t sdc_gv_init(int bytes) {
     for (int lma = 0; lma < 2; lma++)
         for (int fmt = 0; fmt < SDC_MM_NFMT; fmt++)
-            for (int ti = 0; ti < 5; ti++) {
+            for (int ti = 0; ti <= GV_NARROW; ti++) {
                 gv_fn fn = lma ? gv_pick<true>(fmt, ti) : gv_pick<false>(fmt, ti);
                 if (!fn) continue;
                 cudaError_t e = cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
@@ -189,12 +198,12 @@ extern "C" int sdc_gv_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
     if (p->T < 1 || p->T > SDC_GV_MAX_T || p->rows < 1) return 0;
     const bool quant = sdc_mm_quant(p->fmt);
     const int E = sdc_mm_chunk_cols(p->fmt), nch = (p->cols + E - 1) / E;
-    const int ti0 = p->T <= 1 ? 0 : p->T <= 2 ? 1 : p->T <= 4 ? 2 : 3, TT = 1 << ti0;
+    const int TT = gv_tile(p->T), ti0 = gv_ti(TT);
     pl->lg = nch <= 8 ? 3 : nch <= 16 ? 4 : 5;   /* from cols and the format only */
     /* NARROW only for the many-row LM heads: on small matrices its 8-row units left too few warps
      * (embedded q/k/v/o at T = 1 measured 7-9 us, the plain kernel 4.4-4.7 us at T = 2) */
     const bool narrow = quant && TT == 1 && nch <= 2 << pl->lg && p->rows >= 16384;
-    const int ti = narrow ? 4 : ti0, R = narrow ? 8 : TT <= 2 ? 2 : 4;
+    const int ti = narrow ? GV_NARROW : ti0, R = narrow ? 8 : TT <= 2 ? 2 : 4;
     pl->tile_ch = (nch + 7) & ~7;                 /* granule rows a multiple of 8: the swizzle stays inside */
     const bool i8 = sdc_mm_i8(p->fmt);
     if (i8) pl->tile_ch = p->ncp;                 /* x is read from the prepared rows: nothing staged */
