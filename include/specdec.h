@@ -229,8 +229,9 @@ typedef struct specdec_ctx_params {
                                 * all-reduce (not batch-invariant at tp >= 3); 2: none (wrong output; timing) */
     specdec_drafter_weights drafter_weights; /* the MTP drafter's dense weights on this context (default: the
                                 * backend's measured choice: 4-bit at precision int8 on the CPU, and on a device
-                                * for drafters of 100 M parameters or more; as stored elsewhere). Greedy and seeded output never depends on the drafter; rejection
-                                * sampling keeps its distribution, its samples follow the drafts. */
+                                * for drafters of 100 M parameters or more; as stored elsewhere). Greedy and
+                                * seeded output never depends on the drafter; rejection sampling keeps its
+                                * distribution, its samples follow the drafts. */
 } specdec_ctx_params;
 
 specdec_ctx_params specdec_ctx_default_params(void);

@@ -151,11 +151,9 @@ __global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 && !NARROW ? 3 : 1)
 
 typedef void (*gv_fn)(const sdc_mm_params, const int, const int, const int);
 
-/* The token tile of a launch of T tokens: T itself up to 6, 8 for 7 and 8 (a verify of 3, 5 or
- * 6 tokens does that many tokens' work, not 4's or 8's, as in gemv_i4.cu); ti 0..6 index the
- * tiles 1, 2, 3, 4, 5, 6, 8, ti GV_NARROW the single-token NARROW form. */
+/* ti 0..6 index the token tiles 1, 2, 3, 4, 5, 6, 8 (mm_gemv_tile, mm_core.cuh), ti GV_NARROW
+ * the single-token NARROW form. */
 constexpr int GV_NARROW = 7;
-int gv_tile(int T) { return T <= 6 ? T : 8; }
 int gv_ti(int TT) { return TT <= 6 ? TT - 1 : 6; }
 
 template <int FMT, bool LMA> gv_fn gv_pick_tt(int ti) {
@@ -198,7 +196,7 @@ extern "C" int sdc_gv_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
     if (p->T < 1 || p->T > SDC_GV_MAX_T || p->rows < 1) return 0;
     const bool quant = sdc_mm_quant(p->fmt);
     const int E = sdc_mm_chunk_cols(p->fmt), nch = (p->cols + E - 1) / E;
-    const int TT = gv_tile(p->T), ti0 = gv_ti(TT);
+    const int TT = mm_gemv_tile(p->T), ti0 = gv_ti(TT);
     pl->lg = nch <= 8 ? 3 : nch <= 16 ? 4 : 5;   /* from cols and the format only */
     /* NARROW only for the many-row LM heads: on small matrices its 8-row units left too few warps
      * (embedded q/k/v/o at T = 1 measured 7-9 us, the plain kernel 4.4-4.7 us at T = 2) */

@@ -30,9 +30,8 @@ constexpr int GI_THREADS = 256;   /* largest block */
 /* rows a warp carries (R) and chunks of each loaded per batch (D): 2 rows and 8 sixteen-byte
  * loads a lane up to T = 4, 4 from T = 5 on (T = 8's accumulators leave no room for more
  * without spilling); RW = 4: 4 rows a warp from T = 4 on (fewer warps, each x value read
- * serving twice the rows: the LM heads' pick, sdc_gi_plan_for). TT is the launch's T itself
- * (1..6, then 8): a tile is never padded to a power of two, so a verify of 5 or 6 tokens does
- * 5 or 6 tokens' dp4a work, not 8's. */
+ * serving twice the rows: the LM heads' pick, sdc_gi_plan_for). TT is the launch's tile,
+ * mm_gemv_tile (mm_core.cuh): T itself up to 6, then 8. */
 constexpr int gi_rows_a_warp(int TT, int RW) { return TT >= 4 && RW == 4 ? 4 : 2; }
 template <int TT, int RW> struct GiShape {
     static constexpr int R = gi_rows_a_warp(TT, RW);
@@ -364,9 +363,6 @@ typedef void (*gi_fn)(const sdc_mm_params, const int, const int, const int);
 int g_rows = 0;   /* sd_cuda_gi_rows: 0 the rule of sdc_gi_plan_for, else 2 or 4 */
 int g_pre = 1;    /* sd_cuda_gi_preload: the first batch loaded before the wait (gi_pre) */
 
-/* The tile of a launch of T tokens: T itself up to 6, 8 for 7 and 8. */
-int gi_tile(int T) { return T <= 6 ? T : 8; }
-
 template <int SDT, bool LMA> gi_fn gi_pick_tt(int TT, int rw) {
     switch (TT) {
     case 1: return gi_kernel<1, SDT, LMA, 2>;
@@ -406,7 +402,7 @@ extern "C" int sdc_gi_plan_for(const sdc_mm_params *p, const sdc_dev *d, int lma
         return 0;
     if (p->group < 32 || p->group > 1024 || (p->group & (p->group - 1)) != 0 || p->ncp != p->cols / 32) return 0;
     if (!p->xq || !p->xsd || !p->scales || !p->biases) return 0;
-    const int TT = gi_tile(p->T);
+    const int TT = mm_gemv_tile(p->T);
     /* rows a warp from T = 4 on: 4 for LM heads (2^28 weights or more), 2 elsewhere. bench_cuda
      * on an H100 (docs/benchmarks/cuda-gemv-i4-h100-2026-12-05.md), 8B shape: 2 rows took
      * 0.69-0.96x the time of 4 on the layers' matrices at T = 4 and 8, 1.07-1.09x on the LM head */

@@ -417,14 +417,17 @@ extern "C" cudaError_t sdc_mm_init(int bytes, int gv_bytes) {
     return cudaSuccess;
 }
 
+/* Whether the preparation lets the plan's matmul start before its own wait (sdc_mm_params.early):
+ * the streaming kernel's first copies, and with sd_cuda_gi_early gemv_i4.cu's first batch, may
+ * then overlap the kernel before the preparation. */
+static bool mm_early(const Plan &pl) { return pl.use_st || (pl.use_gi && g_gi_early); }
+
 extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
     if (p0->T <= 0 || p0->rows <= 0) return cudaSuccess;
     Plan pl;
     cudaError_t e = mm_plan(p0, d, false, &pl);
     sdc_mm_params pp = *p0;
-    /* the streaming kernel's first copies, and with sd_cuda_gi_early gemv_i4.cu's first batch,
-     * may overlap the kernel before the preparation */
-    pp.early = pl.use_st || (pl.use_gi && g_gi_early);
+    pp.early = mm_early(pl);
     if (e == cudaSuccess) e = i8_prep(&pp, d);
     if (e != cudaSuccess) return e;
     const sdc_mm_params q = mm_prepared(p0);
@@ -483,7 +486,7 @@ extern "C" cudaError_t sdc_lm_argmax(const sdc_mm_params *p, const sdc_dev *d) {
     Plan pl;
     cudaError_t e = mm_plan(p, d, true, &pl);
     sdc_mm_params pp = *p;
-    pp.early = pl.use_st || (pl.use_gi && g_gi_early);
+    pp.early = mm_early(pl);
     if (e == cudaSuccess) e = i8_prep(&pp, d);
     if (e != cudaSuccess) return e;
     if (pl.use_st) e = sdc_st_launch(&pl.st, p, d);

@@ -438,6 +438,11 @@ SDC_D void mm_chunk(const Chunk<R> &k, int cl, const float4 *xs, const float *sx
     }
 }
 
+/* The token tile of a gemv.cu or gemv_i4.cu launch of T tokens (1..8): T itself up to 6, 8 for
+ * 7 and 8. A tile is never padded to a power of two, so a verify of 3, 5 or 6 tokens does that
+ * many tokens' work, not 4's or 8's. */
+inline int mm_gemv_tile(int T) { return T <= 6 ? T : 8; }
+
 /* The launch shape of gemv.cu's and gemv_i4.cu's kernels, whose warps walk `units` units of
  * rows grid-stride: blocks of 8 or 4 warps, whichever keeps more warps resident (ties: 4,
  * spreading the rows over more SMs). A block's shared memory is smem0 plus, for the fused LM head

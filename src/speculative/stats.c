@@ -64,11 +64,13 @@ void specdec_spec_stats_summary(const specdec_spec_stats *s, char *buf, size_t n
     if (!s->block_size) {
         /* what the controller chose: per width, rounds, tokens a round and ms a round */
         AP("; auto width %d (width: rounds, tokens/round, ms/round:", s->auto_width);
+        const char *sep = " ";
         for (int w = 1; w <= SPECDEC_SPEC_MAX_DEPTH; w++)
-            if (s->rounds_at_width[w])
-                AP(" %d: %lld, %.2f, %.3f;", w, (long long)s->rounds_at_width[w],
+            if (s->rounds_at_width[w]) {
+                AP("%s%d: %lld, %.2f, %.3f", sep, w, (long long)s->rounds_at_width[w],
                    (double)s->emitted_at_width[w] / (double)s->rounds_at_width[w], s->ms_at_width[w] / (double)s->rounds_at_width[w]);
-        if (l > 0 && l < n && buf[l - 1] == ';') buf[--l] = 0;
+                sep = "; ";
+            }
         AP(")");
     }
     if (s->profiled) {
