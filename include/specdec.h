@@ -257,6 +257,12 @@ specdec_kv_dtype specdec_ctx_kv_dtype(const specdec_ctx *c);
  * (4-bit codes made at load) or SPECDEC_DRAFTER_WEIGHTS_STORED; SPECDEC_DRAFTER_WEIGHTS_DEFAULT
  * when the model has no MTP module (or for a NULL context). */
 specdec_drafter_weights specdec_ctx_drafter_weights(const specdec_ctx *c);
+/* Bytes of weights one MTP draft step reads on the context: the drafter module's matrices as held
+ * there (specdec_ctx_drafter_weights) and its norm vectors, one embedding row, and head_rows rows
+ * of the LM head (the draft vocabulary's size, or the vocabulary size for the full head; rows
+ * beyond the vocabulary count as the vocabulary). Over a measured bandwidth it is the draft step's
+ * floor. 0 without a drafter module. */
+uint64_t specdec_ctx_drafter_step_bytes(const specdec_ctx *c, int head_rows);
 
 /* Counters of the backend a context runs on (shared by the drafters running there). */
 typedef struct specdec_backend_stats {

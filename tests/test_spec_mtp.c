@@ -48,6 +48,7 @@ static void check_q4_at_load(const char *tdir, specdec_model *m) {
         {SPECDEC_PRECISION_INT8, SPECDEC_DRAFTER_WEIGHTS_DEFAULT, SPECDEC_DRAFTER_WEIGHTS_Q4},
         {SPECDEC_PRECISION_F32, SPECDEC_DRAFTER_WEIGHTS_DEFAULT, SPECDEC_DRAFTER_WEIGHTS_STORED},
         {SPECDEC_PRECISION_INT8, SPECDEC_DRAFTER_WEIGHTS_STORED, SPECDEC_DRAFTER_WEIGHTS_STORED}};
+    uint64_t step_bytes[3] = {0, 0, 0};   /* a draft step's weight bytes, 10 head rows */
     for (int i = 0; i < 3; i++) {
         specdec_ctx_params cq = cp;
         cq.precision = dw[i].prec;
@@ -56,9 +57,27 @@ static void check_q4_at_load(const char *tdir, specdec_model *m) {
         CHECK(specdec_ctx_init(m, &cq, &ci, &err) == SPECDEC_OK, "ctx %d: %s", i, err.msg);
         CHECK(specdec_ctx_drafter_weights(ci) == dw[i].want, "ctx %d: drafter weights %d, expected %d", i,
               (int)specdec_ctx_drafter_weights(ci), (int)dw[i].want);
+        if (ci) {
+            /* the head's share grows by one LM head row a row, up to the vocabulary */
+            const int V = m->cfg.vocab_size;
+            const uint64_t row = sd_mat_bytes(&m->w.lm_head) / (uint64_t)V;
+            step_bytes[i] = specdec_ctx_drafter_step_bytes(ci, 10);
+            const uint64_t b20 = specdec_ctx_drafter_step_bytes(ci, 20);
+            CHECK(V > 20 && step_bytes[i] > 0 && b20 - step_bytes[i] == 10 * row, "ctx %d: step bytes %llu at 10 head rows, %llu at 20 "
+                  "(a row: %llu)", i, (unsigned long long)step_bytes[i], (unsigned long long)b20, (unsigned long long)row);
+            CHECK(specdec_ctx_drafter_step_bytes(ci, V + 5) == specdec_ctx_drafter_step_bytes(ci, V) &&
+                  specdec_ctx_drafter_step_bytes(ci, 0) == specdec_ctx_drafter_step_bytes(ci, V),
+                  "ctx %d: head rows past the vocabulary or 0 count as the vocabulary", i);
+        }
         specdec_ctx_free(ci);
     }
+    CHECK(step_bytes[0] < step_bytes[1] && step_bytes[0] < step_bytes[2],
+          "a 4-bit drafter's step reads fewer bytes than the stored one's (%llu against %llu, %llu)",
+          (unsigned long long)step_bytes[0], (unsigned long long)step_bytes[1], (unsigned long long)step_bytes[2]);
+    CHECK(step_bytes[1] == step_bytes[2], "the stored drafter at f32 and int8: the same weights (%llu, %llu)",
+          (unsigned long long)step_bytes[1], (unsigned long long)step_bytes[2]);
     CHECK(specdec_ctx_drafter_weights(NULL) == SPECDEC_DRAFTER_WEIGHTS_DEFAULT, "a NULL context");
+    CHECK(specdec_ctx_drafter_step_bytes(NULL, 100) == 0, "a NULL context reads no drafter bytes");
     if (mq && c && mq->w.mtp && c->w.mtp) {
         CHECK(c->be->host_visible, "the CPU backend's weights are host views");
         const sd_mtp_w *a = c->w.mtp, *b = mq->w.mtp;

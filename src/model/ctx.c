@@ -188,6 +188,18 @@ specdec_drafter_weights specdec_ctx_drafter_weights(const specdec_ctx *c) {
     return c ? c->drafter_weights : SPECDEC_DRAFTER_WEIGHTS_DEFAULT;
 }
 
+uint64_t specdec_ctx_drafter_step_bytes(const specdec_ctx *c, int head_rows) {
+    if (!c || !c->w.mtp) return 0;
+    const sd_config *cf = &c->model->cfg;
+    const sd_mtp_w *d = c->w.mtp;
+    const uint64_t V = (uint64_t)cf->vocab_size, H = (uint64_t)cf->hidden_size;
+    const uint64_t rows = head_rows > 0 && (uint64_t)head_rows < V ? (uint64_t)head_rows : V;
+    uint64_t b = sd_mat_bytes(&d->fc) + 4ull * 3 * H;   /* fc and the three module norms */
+    for (int l = 0; l < d->n_layers; l++) b += sd_layer_bytes(&d->layers[l], cf);
+    b += sd_mat_bytes(&c->w.embed) / V + sd_mat_bytes(&c->w.lm_head) / V * rows;
+    return b;
+}
+
 specdec_status sd_ctx_set_pos(specdec_ctx *c, int n, specdec_err *err) {
     SD_TRY(sd_be_write_i32(c->be, c->pos, n, err));
     c->n_past = n;   /* entries past n are simply overwritten later */

@@ -58,7 +58,7 @@ static uint64_t layer_params(const sd_config *c) {
     return H * qd + 2 * H * kd + qd * H + 3 * H * I + 2 * H + 2 * hd;
 }
 
-static uint64_t layer_bytes(const sd_layer_w *L, const sd_config *c) {
+uint64_t sd_layer_bytes(const sd_layer_w *L, const sd_config *c) {
     return sd_mat_bytes(&L->q) + sd_mat_bytes(&L->k) + sd_mat_bytes(&L->v) + sd_mat_bytes(&L->o) +
            sd_mat_bytes(&L->gate) + sd_mat_bytes(&L->up) + sd_mat_bytes(&L->down) +
            4ull * (2 * c->hidden_size + 2 * c->head_dim);
@@ -89,6 +89,6 @@ void specdec_model_get_info(const specdec_model *m, specdec_model_info *o) {
     /* One decode step reads every layer's matrices, the LM head, one embedding row and the norms. */
     uint64_t b = sd_mat_bytes(&m->w.lm_head) + sd_mat_bytes(&m->w.embed) / c->vocab_size +
                  4ull * c->hidden_size;
-    for (int l = 0; l < c->n_layers; l++) b += layer_bytes(&m->w.layers[l], c);
+    for (int l = 0; l < c->n_layers; l++) b += sd_layer_bytes(&m->w.layers[l], c);
     o->decode_bytes_per_token = b;
 }

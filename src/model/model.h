@@ -16,4 +16,9 @@ struct specdec_model {
     char dir[1024];
 };
 
+/* Bytes one forward row reads of layer L's weights as held (matrices in their format, the four
+ * norm vectors as f32): the decode floor's terms (specdec_model_info.decode_bytes_per_token,
+ * specdec_ctx_drafter_step_bytes). */
+uint64_t sd_layer_bytes(const sd_layer_w *L, const sd_config *c);
+
 #endif

@@ -187,6 +187,13 @@ int cmd_bench(int argc, char **argv) {
         else P("arm %s: draft vocabulary %d of %d ids%s%s\n", arml[k], dvn ? dvn : mi0.vocab_size, mi0.vocab_size,
                dvn ? " from " : " (full head)", !dvn ? "" : k ? dvs[k] : dv_used);
     }
+    /* the bytes behind each draft step, for its floor against a measured bandwidth */
+    if (cli_draft_mtp(draft))
+        for (int k = 0; k < na; k++) {
+            const int dvn = specdec_drafter_draft_vocab_size(drs[k]);
+            const uint64_t sb = specdec_ctx_drafter_step_bytes(ctx, dvn ? dvn : mi0.vocab_size);
+            if (sb) P("arm %s: an MTP draft step reads %.2f MB of weights\n", arml[k], 1e-6 * (double)sb);
+        }
     P("\n");
     if (byte_ids) P("NOTE: %s has no tokenizer.json: prompt bytes were mapped to ids (byte %% vocab, at most 512): a test model.\n\n", dir);
     P("| prompt | arm | classic tok/s med [min, max] | spec tok/s med [min, max] | speedup | tau | acc by depth | draft ms/round | identical |\n");
@@ -196,6 +203,8 @@ int cmd_bench(int argc, char **argv) {
     double tau_sum[MAXA] = {0}, dms_sum[MAXA] = {0};
     static int64_t dad[MAXA][SPECDEC_SPEC_MAX_DEPTH + 1], aad[MAXA][SPECDEC_SPEC_MAX_DEPTH + 1];
     static int64_t proj_all[MAXA], rounds_all[MAXA];   /* verify rows projected, rounds: the guard of --verify-rows */
+    static double dms_all[MAXA];                         /* draft ms and drafted tokens of every timed run */
+    static int64_t drafted_all[MAXA];
     bool wide = false;
     for (int pi = 0; pi < np; pi++) {
         int32_t *pids = NULL; size_t npids = 0;
@@ -241,6 +250,7 @@ int cmd_bench(int argc, char **argv) {
                 dms[k][r] = ss.rounds ? ss.draft_ms / (double)ss.rounds : 0;
                 rounds[k] += ss.rounds; drafted[k] += ss.drafted;
                 proj_all[k] += ss.projected; rounds_all[k] += ss.rounds;
+                dms_all[k] += ss.draft_ms; drafted_all[k] += ss.drafted;
                 if (!ss.speculated) speculated[k] = false;
                 for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH; j++) { pdad[k][j] += ss.drafted_at_depth[j]; paad[k][j] += ss.accepted_at_depth[j]; }
             }
@@ -322,9 +332,9 @@ int cmd_bench(int argc, char **argv) {
         ncmp++;
         double smed_all = median(speedups[k], nsp[k]);   /* sorts speedups */
         P("\n%s%s%smedian speedup over %d prompts: %.3f (min %.3f, max %.3f); mean of per-prompt median tau %.2f; "
-          "mean draft ms/round %.2f; acceptance by depth:", na > 1 ? "arm " : "", na > 1 ? arml[k] : "",
+          "mean draft ms/round %.2f; draft ms per drafted token %.4f; acceptance by depth:", na > 1 ? "arm " : "", na > 1 ? arml[k] : "",
           na > 1 ? ": " : "", nsp[k], smed_all, speedups[k][0], speedups[k][nsp[k] - 1], tau_sum[k] / tau_n[k],
-          dms_sum[k] / tau_n[k]);
+          dms_sum[k] / tau_n[k], drafted_all[k] ? dms_all[k] / (double)drafted_all[k] : 0.0);
         for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH && dad[k][j]; j++) P(" %.2f", (double)aad[k][j] / (double)dad[k][j]);
         P("; verify rows projected per round %.2f%s\n", rounds_all[k] ? (double)proj_all[k] / (double)rounds_all[k] : 0.0,
           (vrs[k] ? vrs[k] : sp.verify_rows) ? " (capped)" : "");
