@@ -36,9 +36,11 @@ template <int TT, bool NARROW> struct GvShape {
 };
 
 /* int8 (reading x from global memory, its loads hoisted with the weights') at most 85 registers,
- * 3 blocks of 256 a SM: at 122 registers only 16 warps stayed resident to hide the latency */
+ * 3 blocks of 256 a SM, up to 2 tokens: at 122 registers only 16 warps stayed resident to hide the
+ * latency. From 3 tokens on 85 registers spilled the accumulators (ptxas, sm_90: 100 to 852
+ * bytes a thread at T = 3 to 8), so those take 128 (2 blocks), as gemv_i4.cu's do. */
 template <int FMT, int TT, bool LMA, bool NARROW>
-__global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 && !NARROW ? 3 : 1)
+__global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 && !NARROW ? (TT <= 2 ? 3 : 2) : 1)
     gv_kernel(const sdc_mm_params p, const int lg, const int tile_ch, const int nrb) {
     using F = Fmt<FMT>;
     constexpr int E = F::E, R = GvShape<TT, NARROW>::R, D = GvShape<TT, NARROW>::D;
