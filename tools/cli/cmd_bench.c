@@ -204,7 +204,7 @@ int cmd_bench(int argc, char **argv) {
     static int64_t dad[MAXA][SPECDEC_SPEC_MAX_DEPTH + 1], aad[MAXA][SPECDEC_SPEC_MAX_DEPTH + 1];
     static int64_t proj_all[MAXA], rounds_all[MAXA];   /* verify rows projected, rounds: the guard of --verify-rows */
     static double dms_all[MAXA];                         /* draft ms and drafted tokens of every timed run */
-    static int64_t drafted_all[MAXA];
+    static int64_t drafted_all[MAXA], rw1_all[MAXA];     /* ... and rounds of width 1 (no drafts) */
     bool wide = false;
     for (int pi = 0; pi < np; pi++) {
         int32_t *pids = NULL; size_t npids = 0;
@@ -250,7 +250,7 @@ int cmd_bench(int argc, char **argv) {
                 dms[k][r] = ss.rounds ? ss.draft_ms / (double)ss.rounds : 0;
                 rounds[k] += ss.rounds; drafted[k] += ss.drafted;
                 proj_all[k] += ss.projected; rounds_all[k] += ss.rounds;
-                dms_all[k] += ss.draft_ms; drafted_all[k] += ss.drafted;
+                dms_all[k] += ss.draft_ms; drafted_all[k] += ss.drafted; rw1_all[k] += ss.rounds_at_width[1];
                 if (!ss.speculated) speculated[k] = false;
                 for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH; j++) { pdad[k][j] += ss.drafted_at_depth[j]; paad[k][j] += ss.accepted_at_depth[j]; }
             }
@@ -332,12 +332,19 @@ int cmd_bench(int argc, char **argv) {
         ncmp++;
         double smed_all = median(speedups[k], nsp[k]);   /* sorts speedups */
         P("\n%s%s%smedian speedup over %d prompts: %.3f (min %.3f, max %.3f); mean of per-prompt median tau %.2f; "
-          "mean draft ms/round %.2f; draft ms per drafted token %.4f; acceptance by depth:", na > 1 ? "arm " : "", na > 1 ? arml[k] : "",
+          "mean draft ms/round %.2f; acceptance by depth:", na > 1 ? "arm " : "", na > 1 ? arml[k] : "",
           na > 1 ? ": " : "", nsp[k], smed_all, speedups[k][0], speedups[k][nsp[k] - 1], tau_sum[k] / tau_n[k],
-          dms_sum[k] / tau_n[k], drafted_all[k] ? dms_all[k] / (double)drafted_all[k] : 0.0);
+          dms_sum[k] / tau_n[k]);
         for (int j = 1; j <= SPECDEC_SPEC_MAX_DEPTH && dad[k][j]; j++) P(" %.2f", (double)aad[k][j] / (double)dad[k][j]);
         P("; verify rows projected per round %.2f%s\n", rounds_all[k] ? (double)proj_all[k] / (double)rounds_all[k] : 0.0,
           (vrs[k] ? vrs[k] : sp.verify_rows) ? " (capped)" : "");
+        /* An MTP round's first draft comes with the accept phase (the drafter's step over the
+         * accepted rows); the draft phase runs one step for each further draft. Its device time
+         * over those steps is a draft step's time, against the bytes printed above. */
+        const int64_t steps = drafted_all[k] - (rounds_all[k] - rw1_all[k]);
+        if (!strcmp(draft, "mtp") && steps > 0)
+            P("%s%sdraft phase ms per MTP step %.4f (%lld steps: a round's drafts less its first, which the accept phase makes)\n",
+              na > 1 ? "arm " : "", na > 1 ? arml[k] : "", dms_all[k] / (double)steps, (long long)steps);
     }
     if (ncmp == 0) P("\nno comparison: no prompt passed the guards\n");
 #undef P
