@@ -343,8 +343,8 @@ int cmd_bench(int argc, char **argv) {
          * over those steps is a draft step's time, against the bytes printed above. */
         const int64_t steps = drafted_all[k] - (rounds_all[k] - rw1_all[k]);
         if (!strcmp(draft, "mtp") && steps > 0)
-            P("%s%sdraft phase ms per MTP step %.4f (%lld steps: a round's drafts less its first, which the accept phase makes)\n",
-              na > 1 ? "arm " : "", na > 1 ? arml[k] : "", dms_all[k] / (double)steps, (long long)steps);
+            P("%s%s%sdraft phase ms per MTP step %.4f (%lld steps: a round's drafts less its first, which the accept phase makes)\n",
+              na > 1 ? "arm " : "", na > 1 ? arml[k] : "", na > 1 ? ": " : "", dms_all[k] / (double)steps, (long long)steps);
     }
     if (ncmp == 0) P("\nno comparison: no prompt passed the guards\n");
 #undef P
