@@ -398,7 +398,19 @@ if has attnab && [ -n "${OLD_PID:-}" ]; then   # the attention table of bench_cu
   else log "attnab: the earlier build has no bench_cuda (old_build.log)"; fi
 fi
 
+if has peer; then
+  wait "$PEER_PID"
+  if grep -q "exit 0" "$OUT/peer_build.log"; then
+    python3 .peers/mlx_to_gguf.py "$M" /tmp/qk-q4_0.gguf q4_0 > "$OUT/peer_convert.log" 2>&1
+    run_to 300 "$OUT/peer_embedded.md" /tmp/peer-cuda/bin/llama-bench -m /tmp/qk-q4_0.gguf -p 0 -n 128 -ngl 99 -fa 1 -r 5 -o md
+    log "llama.cpp embedded: $(grep -m1 'tg128' "$OUT/peer_embedded.md")"
+  else log "peer build FAILED: $(tail -3 "$OUT/peer_build.log")"; fi
+fi
+
+SCALE_PROMPTS=${SCALE_PROMPTS:-4}; SCALE_N=${SCALE_N:-64}
+head -"$SCALE_PROMPTS" /tmp/prompts8.jsonl > /tmp/prompts_scale.jsonl
 if has spec; then   # SPEC_MODELS (default the embedded pair; /tmp/inflated-SHAPE made when missing), SPEC_KS
+                   # (after peer, whose compile would share the host's CPUs with these runs)
                    # (default 3 4 6; auto for the auto width), SPEC_PROMPTS (default 16), SPEC_REPEATS (default 5)
   for m in ${SPEC_MODELS:-$M}; do
     case "$m" in /tmp/inflated-*) inflated "$m" || continue ;; esac
@@ -411,17 +423,6 @@ if has spec; then   # SPEC_MODELS (default the embedded pair; /tmp/inflated-SHAP
   done
 fi
 
-if has peer; then
-  wait "$PEER_PID"
-  if grep -q "exit 0" "$OUT/peer_build.log"; then
-    python3 .peers/mlx_to_gguf.py "$M" /tmp/qk-q4_0.gguf q4_0 > "$OUT/peer_convert.log" 2>&1
-    run_to 300 "$OUT/peer_embedded.md" /tmp/peer-cuda/bin/llama-bench -m /tmp/qk-q4_0.gguf -p 0 -n 128 -ngl 99 -fa 1 -r 5 -o md
-    log "llama.cpp embedded: $(grep -m1 'tg128' "$OUT/peer_embedded.md")"
-  else log "peer build FAILED: $(tail -3 "$OUT/peer_build.log")"; fi
-fi
-
-SCALE_PROMPTS=${SCALE_PROMPTS:-4}; SCALE_N=${SCALE_N:-64}
-head -"$SCALE_PROMPTS" /tmp/prompts8.jsonl > /tmp/prompts_scale.jsonl
 if has scale; then
   for shape in ${SCALE_SHAPES:-qwen3-1.7b qwen3-8b qwen3-32b}; do
     D=/tmp/inflated-$shape
