@@ -128,6 +128,30 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         sd_cuda_gi_preload(pre0);
         sd_cuda_gi_early(early0);
     }
+    /* mma_i4.cu's tensor-core kernel (off by default) at T >= 16: the row alone's bits, and taken
+     * where it applies (int8 4-bit rows of whole 1024-column runs, a group of 32 to 1024) */
+    {
+        const int mq0 = sd_cuda_mma(1);
+        const long taken0 = sd_cuda_mma_taken();
+        const int Tm[] = {16, 17, 24, 31, 33, 64};
+        const int nt = (int)(sizeof Tm / sizeof Tm[0]);
+        for (int k = 0; k < nt; k++) {
+            const int T = Tm[k];
+            dpoison(dy, (size_t)T * ldy * 4);
+            CHECK_OP(g, g->i->matmul(g, &h->d, dx, ldx, dy, ldy, T), what);
+            dget(y, dy, (size_t)T * ldy * 4);
+            int diff = 0;
+            for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
+            CHECK(diff == 0, "%s: %d of %d rows at T = %d differ between mma_i4.cu's kernel and the row alone", what, diff, T, T);
+        }
+        sd_cuda_mma(mq0);
+        const int grp = h->m.group;
+        const bool applies = g == G8 && sd_i8_applies(&h->m) && h->m.bits == 4 && cols % 1024 == 0 && grp >= 32 &&
+                             grp <= 1024 && (grp & (grp - 1)) == 0;
+        const long taken = sd_cuda_mma_taken() - taken0;
+        CHECK(taken == (applies ? nt : 0), "%s: mma_i4.cu's kernel took %ld of %d calls, expected %d", what, taken, nt,
+              applies ? nt : 0);
+    }
 #endif
 
     /* fused LM head: plain and through a map (row r -> token 7 * r + 1) */
@@ -877,9 +901,10 @@ int main(void) {
     /* under the default pick, under the streaming kernel (its segmented stores, its residual
      * adds, and the preparations that let it start early) and under the generic picks (gemv.cu's
      * kernel where the default takes gemv_i4.cu's) */
-    for (int km = 0; km < 3; km++) {
+    for (int km = 0; km < 4; km++) {   /* km 3: the default picks with mma_i4.cu's kernel (T = 33) */
 #ifdef SPECDEC_HAVE_CUDA
     sd_cuda_matmul_kernels(km == 1 ? SD_CUDA_MM_STREAM : km == 2 ? SD_CUDA_MM_GENERIC : SD_CUDA_MM_GEMV);
+    sd_cuda_mma(km == 3);
 #else
     if (km) break;
 #endif
@@ -921,6 +946,7 @@ int main(void) {
     }
 #ifdef SPECDEC_HAVE_CUDA
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
+    sd_cuda_mma(0);
 #endif
     if (G8) sd_backend_free(G8);
     if (R8) sd_backend_free(R8);

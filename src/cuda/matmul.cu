@@ -58,6 +58,7 @@
 #include "cuda/argmax.h"
 #include "cuda/gemv.h"
 #include "cuda/gemv_i4.h"
+#include "cuda/mma_i4.h"
 #include "cuda/stream.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/mm_core.cuh"
@@ -311,10 +312,11 @@ template <bool LMA> mm_fn mm_pick(int fmt, int ti) {
 struct Plan {
     mm_fn fn;
     int ti, TT, nw, tile_ch, nrb, smem, grid;
-    bool use_gv, use_st, use_gi;
+    bool use_gv, use_st, use_gi, use_mq;
     sdc_gv_plan gv;
     sdc_st_plan st;
     sdc_gi_plan gi;
+    sdc_mq_plan mq;
 };
 
 int g_kernels = SD_CUDA_MM_GEMV;   /* sd_cuda_matmul_kernels (benchmarks, tests, SPECDEC_CUDA_STREAM) */
@@ -322,11 +324,14 @@ int g_mlp_fuse = 1;                /* sd_cuda_mlp_fuse */
 int g_gi_early = 0;                /* sd_cuda_gi_early */
 long g_mlp_taken = 0;              /* sd_cuda_mlp_taken */
 bool g_st_ok = false;              /* the streaming kernels took their shared memory (sdc_mm_init) */
+int g_mma = 0;                     /* sd_cuda_mma */
+long g_mq_taken = 0;               /* sd_cuda_mma_taken */
 
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
     pl->use_gv = false;
     pl->use_st = false;
     pl->use_gi = false;
+    pl->use_mq = false;
     if (g_kernels == SD_CUDA_MM_STREAM && g_st_ok) {
         cudaError_t e = cudaSuccess;
         const int r = sdc_st_plan_for(p, d, lma, d->smem_optin, &pl->st, &e);
@@ -348,6 +353,13 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
             pl->grid = pl->gi.grid;
             return cudaSuccess;
         }
+    }
+    /* 4-bit rows of whole 1024-column runs at int8, T >= 16: mma_i4.cu's tensor-core kernel when
+     * asked (sd_cuda_mma; not yet measured, so off by default) */
+    if (g_mma && g_kernels != SD_CUDA_MM_TILED && sdc_mq_plan_for(p, lma, &pl->mq)) {
+        pl->use_mq = true;
+        pl->grid = pl->mq.gx;
+        return cudaSuccess;
     }
     /* int8 rows: the tiled kernel from T = 3 on for matrices of 4096 rows or more, and at any T
      * for matrices of 2^28 weights or more (an 8B LM head); gemv.cu's kernel elsewhere. bench_cuda
@@ -434,9 +446,20 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
     const sdc_mm_params *p = &q;
     if (pl.use_st) return sdc_st_launch(&pl.st, p, d);
     if (pl.use_gi) return sdc_gi_launch(&pl.gi, p, d);
+    if (pl.use_mq) {
+        g_mq_taken++;
+        return sdc_mq_launch(&pl.mq, p, d);
+    }
     if (pl.use_gv) return sdc_gv_launch(&pl.gv, p, d);
     return sdc_launch(d, pl.fn, pl.grid, pl.nw * 32, pl.smem, *p, pl.tile_ch, pl.nrb);
 }
+
+extern "C" int sd_cuda_mma(int on) {
+    const int was = g_mma;
+    g_mma = on ? 1 : 0;
+    return was;
+}
+extern "C" long sd_cuda_mma_taken(void) { return g_mq_taken; }
 
 extern "C" void sd_cuda_mlp_fuse(int mode) { g_mlp_fuse = mode >= 0 && mode <= 2 ? mode : 1; }
 extern "C" int sd_cuda_gi_early(int on) {
