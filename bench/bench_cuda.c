@@ -6,7 +6,7 @@
  * the device-to-device copy bandwidth measured first ((read + write bytes) / time of a 1 GiB
  * copy; benchmarking.md). Random weights of the Qwen3 shapes (never zeros).
  *
- *   ./build/bench_cuda [--quick | --profile | --attn | --matmul S:F ...] [--arm-b generic|stream] [--device N]
+ *   ./build/bench_cuda [--quick | --profile | --attn | --matmul S:F ...] [--arm-b generic|stream|mma] [--device N]
  *
  * prints, as Markdown tables:
  *   - device, load average, copy bandwidth (median, min, max of 15 copies);
@@ -14,7 +14,9 @@
  *     gate = up, down, LM head 151936 x H), for 4-bit g64, 8-bit g64 (bf16 scales) and bf16, at
  *     T = 1, 2, 4, 8, 16, 32, 64: median us (min-max) per call, GB/s, floor ratio, time / T=1;
  *     for T <= 8 both arms, the default pick and the second arm (--arm-b: generic, the picks
- *     without gemv_i4.cu's kernel, by default; stream, the streaming kernel of stream.cu),
+ *     without gemv_i4.cu's kernel, by default; stream, the streaming kernel of stream.cu; mma,
+ *     mma_i4.cu's tensor-core kernel, both arms at every T, the default pick being the tiled
+ *     kernel from T = 16 on),
  *     recorded once each and their replays alternated, 15 of each; then per model and format
  *     the matmul time of one decode step (all layers + LM head, T = 1) against its floor, both arms;
  *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and on the second arm;
@@ -248,8 +250,11 @@ static const shape SHAPES[] = {
 
 /* The second arm of the matmul tables (--arm-b): the generic picks, without gemv_i4.cu's kernel
  * (SD_CUDA_MM_GENERIC, the default), or the streaming kernel where it applies (SD_CUDA_MM_STREAM). */
+enum { ARM_MMA = -1 };   /* arm b: the default picks with mma_i4.cu's kernel (sd_cuda_mma) for T >= 16 */
 static int arm_b = SD_CUDA_MM_GENERIC;
-static const char *arm_b_name(void) { return arm_b == SD_CUDA_MM_STREAM ? "streaming" : "generic"; }
+static const char *arm_b_name(void) {
+    return arm_b == SD_CUDA_MM_STREAM ? "streaming" : arm_b == ARM_MMA ? "mma" : "generic";
+}
 
 /* Both arms of one (matrix, T): the default pick (sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV)) and
  * arm_b, each recorded once under its setting (the recording's first launch is the warm-up),
@@ -259,9 +264,11 @@ static void time_arms(mm_ctx *c, int k, timing *dflt, timing *other) {
     batch a = {issue_mm, c, k, next_key++}, b = {issue_mm, c, k, next_key++};
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
     run_batch(&a);
-    sd_cuda_matmul_kernels(arm_b);
+    if (arm_b == ARM_MMA) sd_cuda_mma(1);
+    else sd_cuda_matmul_kernels(arm_b);
     run_batch(&b);
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
+    sd_cuda_mma(0);
     double va[SAMPLES], vb[SAMPLES];
     for (int s = 0; s < SAMPLES; s++) {
         va[s] = time_once(run_batch, &a, k);
@@ -297,7 +304,7 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
         for (int k = 0; k < nT; k++) {
             mm_ctx c = {w, ncopy, x, y, Ts[k], 0, NULL};
             timing t, to = {0, 0, 0};   /* the default pick; arm_b */
-            if (Ts[k] <= 8) time_arms(&c, ncopy < 8 ? 8 : ncopy, &t, &to);
+            if (Ts[k] <= 8 || arm_b == ARM_MMA) time_arms(&c, ncopy < 8 ? 8 : ncopy, &t, &to);
             else t = time_seq(issue_mm, &c, ncopy < 8 ? 8 : ncopy);   /* one kernel for both: the tiled one (T > 8) */
             if (Ts[k] == 1) t1 = t.med;
             const double floor = bytes / bw;
@@ -539,14 +546,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--attn")) attn_only = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) o.device = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arm-b") && i + 1 < argc &&
-                 (!strcmp(argv[i + 1], "generic") || !strcmp(argv[i + 1], "stream")))
-            arm_b = !strcmp(argv[++i], "stream") ? SD_CUDA_MM_STREAM : SD_CUDA_MM_GENERIC;
+                 (!strcmp(argv[i + 1], "generic") || !strcmp(argv[i + 1], "stream") || !strcmp(argv[i + 1], "mma"))) {
+            i++;
+            arm_b = !strcmp(argv[i], "stream") ? SD_CUDA_MM_STREAM : !strcmp(argv[i], "mma") ? ARM_MMA : SD_CUDA_MM_GENERIC;
+        }
         else if (!strcmp(argv[i], "--matmul") && i + 1 < argc && nonly < 16 &&
                  sscanf(argv[i + 1], "%d:%d", &only[nonly][0], &only[nonly][1]) == 2 && only[nonly][0] >= 0 &&
                  only[nonly][0] < 4 && only[nonly][1] >= 0 && only[nonly][1] < NFMTS) {
             nonly++;
             i++;
-        } else die("usage", "bench_cuda [--quick | --profile | --attn | --matmul SHAPE:FORMAT ...] [--arm-b generic|stream] [--device N]");
+        } else die("usage", "bench_cuda [--quick | --profile | --attn | --matmul SHAPE:FORMAT ...] [--arm-b generic|stream|mma] [--device N]");
     }
     if (sd_backend_create("cuda", &o, &G, &E) != SPECDEC_OK) die("cuda backend", E.msg);
     S = sd_cuda_stream(G);

@@ -61,6 +61,8 @@
 #   attnab    bench_cuda --matmul 0:3 (the embedded shape's int8 matmuls, then the fused LM head's
 #             and the attention's tables) of this build and of ab's earlier commit, alternated
 #             twice (with ab among the phases)
+#   mma       mma_i4.cu's tensor-core kernel (opt-in): bench_cuda --arm-b mma on the 8B shape's int8
+#             matrices, prefill tok/s of a long prompt with and without it, exact.sh with it on
 #   kprof     Nsight Compute counters (speed of light, warp stalls, memory) of one decode layer's kernels on
 #             the inflated 8B shape (KPROF_RE, KPROF_SKIP, KPROF_COUNT; kprof_8b.txt)
 #   envab     classic decode tok/s of the inflated 8B shape (ENVAB_MODEL) under each of ENVAB_SETS (words
@@ -380,6 +382,31 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
       run_to 500 "$OUT/ab_pdl_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
     log "pdl / no pdl $tag: $(grep '^| p' "$OUT/ab_pdl_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
   done
+fi
+
+if has mma; then   # mma_i4.cu's tensor-core kernel (opt-in, SPECDEC_CUDA_MMA=1): the 8B shape's int8 matmul
+                  # tables with it as arm b, prefill tok/s of a long prompt with and without it
+                  # (interleaved, 3 each), and exact.sh with it on, on the 1.7B shape at K = 16
+  [ -x build-gpu/bench_cuda ] && run_to 400 "$OUT/mma_bench.md" build-gpu/bench_cuda --arm-b mma --matmul 2:3
+  D=/tmp/inflated-qwen3-8b
+  if inflated "$D"; then
+    python3 -c 'import json,sys
+print(" ".join(json.loads(l)["prompt"] for l in open(sys.argv[1])))' tests/data/prompts/heldout.jsonl > /tmp/long_prompt.txt
+    : > "$OUT/mma_prefill.txt"
+    for r in 1 2 3; do
+      for a in 0 1; do
+        SPECDEC_CUDA_MMA=$a timeout 120 "$BIN" run -m "$D" --backend cuda -p "$(cat /tmp/long_prompt.txt)" -n 4 > /dev/null 2> /tmp/mma_run.err
+        echo "round $r mma $a: $(grep -m1 '^\[stats\]' /tmp/mma_run.err)" >> "$OUT/mma_prefill.txt"
+      done
+    done
+    log "mma prefill: $(grep -o 'mma [01]: .*prefill [0-9.]* tok/s' "$OUT/mma_prefill.txt" | sed 's/\[stats\] prompt//' | tr '\n' ';')"
+  fi
+  # the 1.7B shape's rows (2048 columns) reach the kernel, the embedded pair's (384) do not; K = 16
+  # verifies 16 rows, and the prompts' prefill takes it where they have 16 tokens or more
+  if inflated /tmp/inflated-qwen3-1.7b && SPECDEC_CUDA_MMA=1 EXACT_MODEL=/tmp/inflated-qwen3-1.7b EXACT_KS=16 \
+     EXACT_ARGS="--precision int8" run_to 500 "$OUT/exact_mma.log" bash tests/gpu/exact.sh "$BIN" cuda; then
+    log "exact int8 with mma_i4.cu: ok ($(tail -2 "$OUT/exact_mma.log" | head -1))"
+  else log "exact int8 with mma_i4.cu: FAILED"; grep -m12 "FAIL" "$OUT/exact_mma.log" | tee -a "$SUM"; fi
 fi
 
 if has bench; then
