@@ -25,12 +25,11 @@
  * Not yet measured: off by default (sd_cuda_mma, SPECDEC_CUDA_MMA=1). */
 #include "cuda/mma_i4.h"
 #include "cuda/mm_core.cuh"
+#include "cuda/mma_order.cuh"
 
 namespace {
 
 constexpr int MQ_WARPS = 4, MQ_ROWS = 16, MQ_NT = 2, MQ_TOK = 8 * MQ_NT, MQ_E = 4 * MQ_NT, MQ_JB = 4;
-
-constexpr int mq_brev3(int v) { return ((v & 1) << 2) | (v & 2) | ((v >> 2) & 1); }
 
 SDC_D void mq_mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -120,11 +119,6 @@ SDC_D void mq_class(const MqCtx &c, int L, int nj, float (&a)[MQ_E]) {
     }
 }
 
-SDC_D void mq_add(float (&v)[MQ_E], const float (&s)[MQ_E]) {
-#pragma unroll
-    for (int e = 0; e < MQ_E; e++) v[e] = s[e] + v[e];
-}
-
 __global__ void __launch_bounds__(MQ_WARPS * 32) mq_kernel(const sdc_mm_params p, const int nj) {
     __shared__ float part[MQ_WARPS - 1][32][MQ_E];
     sdc_grid_enter();
@@ -158,30 +152,13 @@ __global__ void __launch_bounds__(MQ_WARPS * 32) mq_kernel(const sdc_mm_params p
         }
     }
 
-    /* this warp's level-3 subtree: classes of bit-reversed index 8 warp + i, i = 0..7, that is
-     * L = (brev3(i) << 2) | brev2(warp), summed pairwise as the butterfly's levels 1..3 */
-    const int lw = ((warp & 1) << 1) | (warp >> 1);
+    /* this warp's level-3 subtree (mma_order.cuh): its 8 classes' chains summed as the
+     * butterfly's levels 1..3 */
     float st0[MQ_E], st1[MQ_E], st2[MQ_E], v[MQ_E];
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        mq_class(c, (mq_brev3(i) << 2) | lw, nj, v);
-        if (i & 1) {
-            mq_add(v, st0);
-            if (i & 2) {
-                mq_add(v, st1);
-                if (i & 4) mq_add(v, st2);
-                else {
-#pragma unroll
-                    for (int e = 0; e < MQ_E; e++) st2[e] = v[e];
-                }
-            } else {
-#pragma unroll
-                for (int e = 0; e < MQ_E; e++) st1[e] = v[e];
-            }
-        } else {
-#pragma unroll
-            for (int e = 0; e < MQ_E; e++) st0[e] = v[e];
-        }
+        mq_class(c, sdc_mq_class(warp, i), nj, v);
+        sdc_mq_push<MQ_E>(i, v, st0, st1, st2);
     }
     /* levels 4 and 5: (warp 0 + warp 1) + (warp 2 + warp 3) */
     if (warp > 0)
@@ -191,8 +168,7 @@ __global__ void __launch_bounds__(MQ_WARPS * 32) mq_kernel(const sdc_mm_params p
     if (warp != 0) return;
 #pragma unroll
     for (int e = 0; e < MQ_E; e++) {
-        const float lo = v[e] + part[0][lane][e], hi = part[1][lane][e] + part[2][lane][e];
-        const float y = lo + hi;
+        const float y = sdc_mq_top(v[e], part[0][lane][e], part[1][lane][e], part[2][lane][e]);
         const int n = e >> 2, k = e & 3;
         const int row = r0 + g + 8 * (k >> 1), t = t0 + 8 * n + 2 * q + (k & 1);
         if (row < p.rows && t < p.T) mm_store(p, row, t, y);

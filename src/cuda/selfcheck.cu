@@ -10,10 +10,13 @@
  *   - the in-place decoding of 4- and 8-bit codes (q * 2^p, and the fmaf identity with x * 2^-p);
  *   - a quantized row computed the way the matmul kernel does (lanes, chunks, granules, the xor
  *     butterfly) against a double-precision reference;
+ *   - the order in which mma_i4.cu sums a row's 32 lane classes (mma_order.cuh) against the xor
+ *     butterfly of the other kernels (bitwise, random chains of the contract's arithmetic);
  *   - the unfiltered sampler's decision (per-token step, reductions, degenerate rows, maps)
  *     against sd_sample over scattered rows. */
 #include "cuda/cuda_backend.h"
 #include "cuda/quant.cuh"
+#include "cuda/mma_order.cuh"
 #include "cuda/rng.cuh"
 #include <cuda_bf16.h>
 #include <limits.h>
@@ -21,6 +24,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <vector>
 
 extern "C" {
@@ -299,6 +303,52 @@ void check_sampler(Ctx &c, Rng &r) {
     }
 }
 
+/* mma_i4.cu's class order: every class once, and the four warps' subtrees summed as the xor
+ * butterfly sums 32 lanes, bit for bit, over chains of the contract's per-chunk arithmetic with
+ * values of widely spread magnitudes (so that a different order rounds differently). */
+void check_mq_order(Ctx &c, Rng &r) {
+    int seen[32] = {0};
+    for (int w = 0; w < 4; w++)
+        for (int i = 0; i < 8; i++) seen[sdc_mq_class(w, i)]++;
+    for (int l = 0; l < 32; l++)
+        if (seen[l] != 1) { c.fail("mma order: class %d taken %d times", l, seen[l]); return; }
+    for (int trial = 0; trial < 4000; trial++) {
+        const int nj = 1 + (int)(r.next() % 12);
+        float chain[32];
+        for (int l = 0; l < 32; l++) {
+            float acc = 0.0f;
+            for (int j = 0; j < nj; j++) {
+                const float s = ldexpf(r.normal(), (int)(r.next() % 21) - 10), d = (float)r.unit() * 0.01f;
+                const float b = r.normal(), dy = r.normal() * 4.0f;
+                const int32_t I = (int32_t)(r.next() % 60001) - 30000;
+                acc = fmaf(s, (float)I * d, acc);
+                acc = fmaf(b, dy, acc);
+            }
+            chain[l] = acc;
+        }
+        float v[32], t[32];
+        memcpy(v, chain, sizeof v);
+        for (int m = 16; m >= 1; m >>= 1) {
+            for (int l = 0; l < 32; l++) t[l] = v[l] + v[l ^ m];
+            memcpy(v, t, sizeof v);
+        }
+        float sub[4];
+        for (int w = 0; w < 4; w++) {
+            float x[1], s0[1] = {0.0f}, s1[1] = {0.0f}, s2[1] = {0.0f};
+            for (int i = 0; i < 8; i++) {
+                x[0] = chain[sdc_mq_class(w, i)];
+                sdc_mq_push<1>(i, x, s0, s1, s2);
+            }
+            sub[w] = x[0];
+        }
+        const float y = sdc_mq_top(sub[0], sub[1], sub[2], sub[3]);
+        if (sd_f2u(y) != sd_f2u(v[0])) {
+            c.fail("mma order: %.9g against the butterfly's %.9g (%d chunks a class)", (double)y, (double)v[0], nj);
+            return;
+        }
+    }
+}
+
 } // namespace
 
 extern "C" int sd_cuda_selfcheck(char *msg, size_t cap) {
@@ -319,5 +369,6 @@ extern "C" int sd_cuda_selfcheck(char *msg, size_t cap) {
     check_mm_row<8>(c, r, 4096, 64);
     check_mm_row<8>(c, r, 96, 32);
     check_sampler(c, r);
+    check_mq_order(c, r);
     return c.bad;
 }
