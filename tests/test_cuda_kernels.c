@@ -55,6 +55,19 @@ static int32_t host_argmax(const float *v, int n) {
  * own order, so they agree within rounding. */
 static sd_backend *G8, *R8;
 
+/* One call of T tokens of g's matmul over h into dy (poisoned first), read back into y: how many
+ * of its T rows differ in any bit from the same tokens run alone (one, T x rows). */
+static int rows_off_alone(sd_backend *g, hmat *h, float *dx, int ldx, float *dy, int ldy, float *y, const float *one,
+                          int T, const char *what) {
+    const int rows = h->m.rows;
+    dpoison(dy, (size_t)T * ldy * 4);
+    CHECK_OP(g, g->i->matmul(g, &h->d, dx, ldx, dy, ldy, T), what);
+    dget(y, dy, (size_t)T * ldy * 4);
+    int diff = 0;
+    for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
+    return diff;
+}
+
 /* One backend pair's matmul over h: every token alone into one (T x rows), within the rounding
  * bound of r, bitwise equal at every T, tiled == gemv, and the fused LM head's argmax. */
 static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float *dx, int ldx, const char *what,
@@ -86,11 +99,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
 
     const int Ts[] = {2, 3, 4, 5, 6, 7, 8, 9, 17, 33, 64};   /* every width the gemv kernels have, 1..8 */
     for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++) {
-        const int T = Ts[k];
-        CHECK_OP(g, g->i->matmul(g, &h->d, dx, ldx, dy, ldy, T), what);
-        dget(y, dy, (size_t)T * ldy * 4);
-        int diff = 0;
-        for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
+        const int T = Ts[k], diff = rows_off_alone(g, h, dx, ldx, dy, ldy, y, one, T, what);
         CHECK(diff == 0, "%s: %d of %d rows at T = %d differ from the row alone (batch invariance)", what, diff, T, T);
     }
     /* every kernel gives the bits of the default pick above (gemv_i4.cu's kernel where it
@@ -114,12 +123,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         sd_cuda_gi_rows(m == 4 ? 4 : 0);
         const int Tk[] = {1, 2, 3, 4, 5, 6, 7, 8};
         for (size_t k = 0; k < sizeof Tk / sizeof Tk[0]; k++) {
-            const int T = Tk[k];
-            dpoison(dy, (size_t)T * ldy * 4);
-            CHECK_OP(g, g->i->matmul(g, &h->d, dx, ldx, dy, ldy, T), what);
-            dget(y, dy, (size_t)T * ldy * 4);
-            int diff = 0;
-            for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
+            const int T = Tk[k], diff = rows_off_alone(g, h, dx, ldx, dy, ldy, y, one, T, what);
             CHECK(diff == 0, "%s: %d of %d rows at T = %d differ between %s and the default pick", what, diff, T, T, kname[m]);
         }
         sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
@@ -136,12 +140,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         const int Tm[] = {16, 17, 24, 31, 33, 64};
         const int nt = (int)(sizeof Tm / sizeof Tm[0]);
         for (int k = 0; k < nt; k++) {
-            const int T = Tm[k];
-            dpoison(dy, (size_t)T * ldy * 4);
-            CHECK_OP(g, g->i->matmul(g, &h->d, dx, ldx, dy, ldy, T), what);
-            dget(y, dy, (size_t)T * ldy * 4);
-            int diff = 0;
-            for (int t = 0; t < T; t++) diff += !same_bits(y + (size_t)t * ldy, one + (size_t)t * rows, (size_t)rows * 4);
+            const int T = Tm[k], diff = rows_off_alone(g, h, dx, ldx, dy, ldy, y, one, T, what);
             CHECK(diff == 0, "%s: %d of %d rows at T = %d differ between mma_i4.cu's kernel and the row alone", what, diff, T, T);
         }
         sd_cuda_mma(mq0);
