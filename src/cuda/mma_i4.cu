@@ -154,11 +154,11 @@ __global__ void __launch_bounds__(MQ_WARPS * 32) mq_kernel(const sdc_mm_params p
 
     /* this warp's level-3 subtree (mma_order.cuh): its 8 classes' chains summed as the
      * butterfly's levels 1..3 */
-    float st0[MQ_E], st1[MQ_E], st2[MQ_E], v[MQ_E];
+    float st[3][MQ_E], v[MQ_E];
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         mq_class(c, sdc_mq_class(warp, i), nj, v);
-        sdc_mq_push<MQ_E>(i, v, st0, st1, st2);
+        sdc_mq_push<MQ_E>(i, v, st);
     }
     /* levels 4 and 5: (warp 0 + warp 1) + (warp 2 + warp 3) */
     if (warp > 0)

@@ -17,31 +17,21 @@ SDC_HD constexpr int sdc_mq_brev3(int v) { return ((v & 1) << 2) | (v & 2) | ((v
 /* The class of warp w's i-th chain (w 0..3, i 0..7). */
 SDC_HD constexpr int sdc_mq_class(int w, int i) { return (sdc_mq_brev3(i) << 2) | ((w & 1) << 1) | ((w >> 1) & 1); }
 
-/* Chain i's sums v into the warp's stack (st0, st1, st2: the pending subtrees of levels 0, 1, 2);
- * after i = 7, v holds the warp's level-3 subtree. With i a constant the branches fold. */
+/* Chain i's sums v into the warp's stack (st[k]: the pending subtree of level k, k = 0..2): at
+ * each level a set bit of i adds the pending subtree and goes up, a clear one leaves v pending
+ * there. After i = 7, v holds the warp's level-3 subtree. With i a constant the branches fold. */
 template <int N>
-SDC_HD void sdc_mq_push(int i, float (&v)[N], float (&st0)[N], float (&st1)[N], float (&st2)[N]) {
-    if (!(i & 1)) {
+SDC_HD void sdc_mq_push(int i, float (&v)[N], float (&st)[3][N]) {
 #pragma unroll
-        for (int e = 0; e < N; e++) st0[e] = v[e];
-        return;
+    for (int k = 0; k < 3; k++) {
+        if (!((i >> k) & 1)) {
+#pragma unroll
+            for (int e = 0; e < N; e++) st[k][e] = v[e];
+            return;
+        }
+#pragma unroll
+        for (int e = 0; e < N; e++) v[e] = st[k][e] + v[e];
     }
-#pragma unroll
-    for (int e = 0; e < N; e++) v[e] = st0[e] + v[e];
-    if (!(i & 2)) {
-#pragma unroll
-        for (int e = 0; e < N; e++) st1[e] = v[e];
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < N; e++) v[e] = st1[e] + v[e];
-    if (!(i & 4)) {
-#pragma unroll
-        for (int e = 0; e < N; e++) st2[e] = v[e];
-        return;
-    }
-#pragma unroll
-    for (int e = 0; e < N; e++) v[e] = st2[e] + v[e];
 }
 
 /* Levels 4 and 5: the four warps' subtrees. */

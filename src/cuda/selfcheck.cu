@@ -334,10 +334,10 @@ void check_mq_order(Ctx &c, Rng &r) {
         }
         float sub[4];
         for (int w = 0; w < 4; w++) {
-            float x[1], s0[1] = {0.0f}, s1[1] = {0.0f}, s2[1] = {0.0f};
+            float x[1], st[3][1] = {{0.0f}, {0.0f}, {0.0f}};
             for (int i = 0; i < 8; i++) {
                 x[0] = chain[sdc_mq_class(w, i)];
-                sdc_mq_push<1>(i, x, s0, s1, s2);
+                sdc_mq_push<1>(i, x, st);
             }
             sub[w] = x[0];
         }
