@@ -387,7 +387,8 @@ fi
 if has mma; then   # mma_i4.cu's tensor-core kernel (opt-in, SPECDEC_CUDA_MMA=1): the 8B shape's int8 matmul
                   # tables with it as arm b, prefill tok/s of a long prompt with and without it
                   # (interleaved, 3 each), and exact.sh with it on, on the 1.7B shape at K = 16
-  [ -x build-gpu/bench_cuda ] && run_to 400 "$OUT/mma_bench.md" build-gpu/bench_cuda --arm-b mma --matmul 2:3
+  # (MMA_BENCH=0: not the tables, e.g. when an earlier call of the same lease ran them)
+  [ "${MMA_BENCH:-1}" = 1 ] && [ -x build-gpu/bench_cuda ] && run_to 400 "$OUT/mma_bench.md" build-gpu/bench_cuda --arm-b mma --matmul 2:3
   D=/tmp/inflated-qwen3-8b
   if inflated "$D"; then
     python3 -c 'import json,sys
