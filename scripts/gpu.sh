@@ -62,7 +62,9 @@
 #             and the attention's tables) of this build and of ab's earlier commit, alternated
 #             twice (with ab among the phases)
 #   mma       mma_i4.cu's tensor-core kernel (opt-in): bench_cuda --arm-b mma on the 8B shape's int8
-#             matrices, prefill tok/s of a long prompt with and without it, exact.sh with it on
+#             matrices, exact.sh with it on (the 1.7B shape, K = 16)
+#   prefill   a 512-token prompt's prefill on the 8B shape (specdec bench's classic prefill line) with
+#             mma_i4.cu's kernel off and on, alternated; llama.cpp's pp512 on the same shape (with peer)
 #   kprof     Nsight Compute counters (speed of light, warp stalls, memory) of one decode layer's kernels on
 #             the inflated 8B shape (KPROF_RE, KPROF_SKIP, KPROF_COUNT; kprof_8b.txt)
 #   envab     classic decode tok/s of the inflated 8B shape (ENVAB_MODEL) under each of ENVAB_SETS (words
@@ -385,23 +387,9 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
 fi
 
 if has mma; then   # mma_i4.cu's tensor-core kernel (opt-in, SPECDEC_CUDA_MMA=1): the 8B shape's int8 matmul
-                  # tables with it as arm b, prefill tok/s of a long prompt with and without it
-                  # (interleaved, 3 each), and exact.sh with it on, on the 1.7B shape at K = 16
+                  # tables with it as arm b, and exact.sh with it on, on the 1.7B shape at K = 16
   # (MMA_BENCH=0: not the tables, e.g. when an earlier call of the same lease ran them)
   [ "${MMA_BENCH:-1}" = 1 ] && [ -x build-gpu/bench_cuda ] && run_to 400 "$OUT/mma_bench.md" build-gpu/bench_cuda --arm-b mma --matmul 2:3
-  D=/tmp/inflated-qwen3-8b
-  if inflated "$D"; then
-    python3 -c 'import json,sys
-print(" ".join(json.loads(l)["prompt"] for l in open(sys.argv[1])))' tests/data/prompts/heldout.jsonl > /tmp/long_prompt.txt
-    : > "$OUT/mma_prefill.txt"
-    for r in 1 2 3; do
-      for a in 0 1; do
-        SPECDEC_CUDA_MMA=$a timeout 120 "$BIN" run -m "$D" --backend cuda -p "$(cat /tmp/long_prompt.txt)" -n 4 > /dev/null 2> /tmp/mma_run.err
-        echo "round $r mma $a: $(grep -m1 '^\[stats\]' /tmp/mma_run.err)" >> "$OUT/mma_prefill.txt"
-      done
-    done
-    log "mma prefill: $(grep -o 'mma [01]: .*prefill [0-9.]* tok/s' "$OUT/mma_prefill.txt" | sed 's/\[stats\] prompt//' | tr '\n' ';')"
-  fi
   # the 1.7B shape's rows (2048 columns) reach the kernel, the embedded pair's (384) do not; K = 16
   # verifies 16 rows, and the prompts' prefill takes it where they have 16 tokens or more
   if inflated /tmp/inflated-qwen3-1.7b && SPECDEC_CUDA_MMA=1 EXACT_MODEL=/tmp/inflated-qwen3-1.7b EXACT_KS=16 \
@@ -433,6 +421,34 @@ if has peer; then
     run_to 300 "$OUT/peer_embedded.md" /tmp/peer-cuda/bin/llama-bench -m /tmp/qk-q4_0.gguf -p 0 -n 128 -ngl 99 -fa 1 -r 5 -o md
     log "llama.cpp embedded: $(grep -m1 'tg128' "$OUT/peer_embedded.md")"
   else log "peer build FAILED: $(tail -3 "$OUT/peer_build.log")"; fi
+fi
+
+if has prefill; then   # prefill of a 512-token prompt on the 8B shape: specdec bench's classic prefill
+                      # (5 timed runs after a warm-up) with mma_i4.cu's kernel off and on, 3 processes
+                      # each, alternated; llama.cpp's pp512 on the same shape when peer built it
+  D=/tmp/inflated-qwen3-8b
+  if inflated "$D"; then
+    python3 -c 'import json,sys
+print(" ".join(json.loads(l)["prompt"] for l in open(sys.argv[1])))' tests/data/prompts/heldout.jsonl > /tmp/long_prompt.txt
+    "$BIN" tokenize -m "$D" -f /tmp/long_prompt.txt | python3 -c 'import sys,json; print(json.dumps(json.load(sys.stdin)[:512]))' > /tmp/pp_ids.json
+    "$BIN" tokenize -m "$D" -f /tmp/pp_ids.json --decode > /tmp/pp512.txt
+    python3 -c 'import json; print(json.dumps({"id": "pp512", "prompt": open("/tmp/pp512.txt").read()}))' > /tmp/pp512.jsonl
+    : > "$OUT/prefill.txt"
+    for r in 1 2 3; do
+      for a in 0 1; do
+        SPECDEC_CUDA_MMA=$a run_to 200 /tmp/pf.md "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/pp512.jsonl \
+          -n 16 --block-size 4 --repeats 5 --ignore-eos
+        echo "round $r mma $a: $(grep -m1 '^classic prefill' /tmp/pf.md)" >> "$OUT/prefill.txt"
+      done
+    done
+    log "prefill 8B: $(sed 's/classic prefill, tok\/s median \[min, max\] (prompt tokens)://' "$OUT/prefill.txt" | tr '\n' ';')"
+    if [ -x /tmp/peer-cuda/bin/llama-bench ]; then
+      python3 .peers/gguf_random_shape.py qwen3-8b "$M" /tmp/qwen3-8b-q4_0.gguf > "$OUT/peer_pp_8b.log" 2>&1
+      run_to 300 "$OUT/peer_pp512_8b.md" /tmp/peer-cuda/bin/llama-bench -m /tmp/qwen3-8b-q4_0.gguf -p 512 -n 0 -ngl 99 -fa 1 -r 5 -o md
+      log "llama.cpp 8B: $(grep -m1 'pp512' "$OUT/peer_pp512_8b.md")"
+      rm -f /tmp/qwen3-8b-q4_0.gguf
+    fi
+  fi
 fi
 
 SCALE_PROMPTS=${SCALE_PROMPTS:-4}; SCALE_N=${SCALE_N:-64}

@@ -206,6 +206,10 @@ int cmd_bench(int argc, char **argv) {
     static double dms_all[MAXA];                         /* draft ms and drafted tokens of every timed run */
     static int64_t drafted_all[MAXA], rw1_all[MAXA];     /* ... and rounds of width 1 (no drafts) */
     bool wide = false;
+    /* the classic arm's prefill per prompt (tokens, median tok/s [min, max]), printed after the table:
+     * the warm-up's prefill is discarded, so lazy module loads and first allocations stay out */
+    static double pf_med[MAXP], pf_min[MAXP], pf_max[MAXP];
+    static int pf_tok[MAXP];
     for (int pi = 0; pi < np; pi++) {
         int32_t *pids = NULL; size_t npids = 0;
         if (byte_ids) {
@@ -215,7 +219,7 @@ int cmd_bench(int argc, char **argv) {
             for (size_t k = 0; k < npids; k++) pids[k] = (int32_t)((unsigned char)texts[pi][k] % (unsigned)mi0.vocab_size);
             if (!npids) pids[npids++] = 0;
         } else if (specdec_tokenize(tok, texts[pi], strlen(texts[pi]), &pids, &npids, &err)) { rc = cli_fail_err(&err); goto done; }
-        double ca[MAXR], sa[MAXA][MAXR], pa[MAXR], taus[MAXA][MAXR], dms[MAXA][MAXR];
+        double pfa[MAXR], ca[MAXR], sa[MAXA][MAXR], pa[MAXR], taus[MAXA][MAXR], dms[MAXA][MAXR];
         specdec_spec_stats last_prof;
         memset(&last_prof, 0, sizeof last_prof);
         int64_t rounds[MAXA] = {0}, drafted[MAXA] = {0};
@@ -265,12 +269,17 @@ int cmd_bench(int argc, char **argv) {
             }
             if (r < 0) continue;
             ca[r] = gs.decode_tok_s;
+            pfa[r] = gs.prefill_tok_s;
             c_gen = gs.generated_tokens; c_stop = gs.stop_reason;
         }
         free(pids);
         double cmin = ca[0], cmax = ca[0];
         for (int r = 0; r < repeats; r++) { if (ca[r] < cmin) cmin = ca[r]; if (ca[r] > cmax) cmax = ca[r]; }
         double cmed = median(ca, repeats);
+        pf_tok[pi] = (int)npids;
+        pf_min[pi] = pf_max[pi] = pfa[0];
+        for (int r = 0; r < repeats; r++) { if (pfa[r] < pf_min[pi]) pf_min[pi] = pfa[r]; if (pfa[r] > pf_max[pi]) pf_max[pi] = pfa[r]; }
+        pf_med[pi] = median(pfa, repeats);
         if (cmed > 0 && (cmax - cmin) / cmed > 0.05) wide = true;
         for (int k = 0; k < na; k++) {
             const char *arm = arml[k];
@@ -315,6 +324,10 @@ int cmd_bench(int argc, char **argv) {
               smin, smax, spd, tmed, acc, dmed, exact_mode ? "yes" : "n/a (rejection)");
         }
     }
+    P("\nclassic prefill, tok/s median [min, max] (prompt tokens):");
+    for (int pi = 0; pi < np; pi++)
+        P("%s %s %.1f [%.1f, %.1f] (%d)", pi ? ";" : "", ids_s[pi], pf_med[pi], pf_min[pi], pf_max[pi], pf_tok[pi]);
+    P("\n");
     loadavg(la1, sizeof la1);
     P("\nloadavg after: %s\n", la1);
     if (wide) P("\nNOTE: some arms spread wider than 5%% (min..max over the median): treat those rows with care.\n");
