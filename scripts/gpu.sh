@@ -441,7 +441,14 @@ print(" ".join(json.loads(l)["prompt"] for l in open(sys.argv[1])))' tests/data/
         echo "round $r mma $a: $(grep -m1 '^classic prefill' /tmp/pf.md)" >> "$OUT/prefill.txt"
       done
     done
-    log "prefill 8B: $(sed 's/classic prefill, tok\/s median \[min, max\] (prompt tokens)://' "$OUT/prefill.txt" | tr '\n' ';')"
+    # the guard: the same 32 tokens after the 512-token prompt with the kernel off and on
+    for a in 0 1; do
+      SPECDEC_CUDA_MMA=$a timeout 120 "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 32 --ignore-eos \
+        --ids-out /tmp/pp_ids_$a.json > /dev/null 2>> "$OUT/prefill.txt"
+    done
+    if [ -s /tmp/pp_ids_0.json ] && cmp -s /tmp/pp_ids_0.json /tmp/pp_ids_1.json; then log "prefill 8B guard: ids identical with mma_i4.cu off and on"
+    else log "prefill 8B guard: FAILED (ids differ or missing)"; fi
+    log "prefill 8B: $(grep '^round' "$OUT/prefill.txt" | sed 's/classic prefill, tok\/s median \[min, max\] (prompt tokens)://' | tr '\n' ';')"
     if [ -x /tmp/peer-cuda/bin/llama-bench ]; then
       python3 .peers/gguf_random_shape.py qwen3-8b "$M" /tmp/qwen3-8b-q4_0.gguf > "$OUT/peer_pp_8b.log" 2>&1
       run_to 300 "$OUT/peer_pp512_8b.md" /tmp/peer-cuda/bin/llama-bench -m /tmp/qwen3-8b-q4_0.gguf -p 512 -n 0 -ngl 99 -fa 1 -r 5 -o md
