@@ -425,7 +425,7 @@ fi
 
 if has prefill; then   # prefill of a 512-token prompt on the 8B shape: specdec bench's classic prefill
                       # (5 timed runs after a warm-up) with mma_i4.cu's kernel off and on, 3 processes
-                      # each, alternated; llama.cpp's pp512 on the same shape when peer built it
+                      # each (PREFILL_ROUNDS), alternated; llama.cpp's pp512 on the same shape when peer built it
   D=/tmp/inflated-qwen3-8b
   if inflated "$D"; then
     python3 -c 'import json,sys
@@ -434,7 +434,7 @@ print(" ".join(json.loads(l)["prompt"] for l in open(sys.argv[1])))' tests/data/
     "$BIN" tokenize -m "$D" -f /tmp/pp_ids.json --decode > /tmp/pp512.txt
     python3 -c 'import json; print(json.dumps({"id": "pp512", "prompt": open("/tmp/pp512.txt").read()}))' > /tmp/pp512.jsonl
     : > "$OUT/prefill.txt"
-    for r in 1 2 3; do
+    for r in $(seq 1 ${PREFILL_ROUNDS:-3}); do
       for a in 0 1; do
         SPECDEC_CUDA_MMA=$a run_to 200 /tmp/pf.md "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/pp512.jsonl \
           -n 16 --block-size 4 --repeats 5 --ignore-eos
