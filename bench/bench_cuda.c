@@ -15,8 +15,8 @@
  *     T = 1, 2, 4, 8, 16, 32, 64: median us (min-max) per call, GB/s, floor ratio, time / T=1;
  *     for T <= 8 both arms, the default pick and the second arm (--arm-b: generic, the picks
  *     without gemv_i4.cu's kernel, by default; stream, the streaming kernel of stream.cu; mma,
- *     mma_i4.cu's tensor-core kernel, both arms at every T, the default pick being the tiled
- *     kernel from T = 16 on),
+ *     the default picks with mma_i4.cu's tensor-core kernel against the same without it (the
+ *     tiled kernel from T = 16 on), both arms at every T),
  *     recorded once each and their replays alternated, 15 of each; then per model and format
  *     the matmul time of one decode step (all layers + LM head, T = 1) against its floor, both arms;
  *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and on the second arm;
@@ -263,12 +263,13 @@ static const char *arm_b_name(void) {
 static void time_arms(mm_ctx *c, int k, timing *dflt, timing *other) {
     batch a = {issue_mm, c, k, next_key++}, b = {issue_mm, c, k, next_key++};
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
+    const int mq0 = sd_cuda_mma(arm_b == ARM_MMA ? 0 : 1);   /* arm a: the default picks (without the mma kernel against it) */
     run_batch(&a);
     if (arm_b == ARM_MMA) sd_cuda_mma(1);
     else sd_cuda_matmul_kernels(arm_b);
     run_batch(&b);
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
-    sd_cuda_mma(0);
+    sd_cuda_mma(mq0);
     double va[SAMPLES], vb[SAMPLES];
     for (int s = 0; s < SAMPLES; s++) {
         va[s] = time_once(run_batch, &a, k);
@@ -288,8 +289,9 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
     const int per_layer[6] = {1, 2, 1, 2, 1, 0};
     double step_t = 0, step_old = 0, step_floor = 0;
     sd_cuda_set_int8(G, f->int8);
-    printf("| %s %s | rows x cols | MB | T | default us median (min-max) | %s us median (min-max) | GB/s | x floor | x T=1 | "
-           "%s / default |\n", sh->name, f->name, arm_b_name(), arm_b_name());
+    const char *an = arm_b == ARM_MMA ? "without mma" : "default";
+    printf("| %s %s | rows x cols | MB | T | %s us median (min-max) | %s us median (min-max) | GB/s | x floor | x T=1 | "
+           "%s / %s |\n", sh->name, f->name, an, arm_b_name(), arm_b_name(), an);
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
     float *x = drandom((size_t)64 * 25600, 1.0f), *y = dalloc((size_t)64 * VOCAB * sizeof(float));
     for (int m = 0; m < 6; m++) {

@@ -61,7 +61,7 @@
 #   attnab    bench_cuda --matmul 0:3 (the embedded shape's int8 matmuls, then the fused LM head's
 #             and the attention's tables) of this build and of ab's earlier commit, alternated
 #             twice (with ab among the phases)
-#   mma       mma_i4.cu's tensor-core kernel (opt-in): bench_cuda --arm-b mma on the 8B shape's int8
+#   mma       mma_i4.cu's tensor-core kernel (on by default): bench_cuda --arm-b mma on the 8B shape's int8
 #             matrices, exact.sh with it on (the 1.7B shape, K = 16)
 #   prefill   a 512-token prompt's prefill on the 8B shape (specdec bench's classic prefill line) with
 #             mma_i4.cu's kernel off and on, alternated; llama.cpp's pp512 on the same shape (with peer)
@@ -386,7 +386,7 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
   done
 fi
 
-if has mma; then   # mma_i4.cu's tensor-core kernel (opt-in, SPECDEC_CUDA_MMA=1): the 8B shape's int8 matmul
+if has mma; then   # mma_i4.cu's tensor-core kernel (SPECDEC_CUDA_MMA=1, the default): the 8B shape's int8 matmul
                   # tables with it as arm b, and exact.sh with it on, on the 1.7B shape at K = 16
   # (MMA_BENCH=0: not the tables, e.g. when an earlier call of the same lease ran them)
   [ "${MMA_BENCH:-1}" = 1 ] && [ -x build-gpu/bench_cuda ] && run_to 400 "$OUT/mma_bench.md" build-gpu/bench_cuda --arm-b mma --matmul 2:3

@@ -324,7 +324,7 @@ int g_mlp_fuse = 1;                /* sd_cuda_mlp_fuse */
 int g_gi_early = 0;                /* sd_cuda_gi_early */
 long g_mlp_taken = 0;              /* sd_cuda_mlp_taken */
 bool g_st_ok = false;              /* the streaming kernels took their shared memory (sdc_mm_init) */
-int g_mma = 0;                     /* sd_cuda_mma */
+int g_mma = 1;                     /* sd_cuda_mma */
 long g_mq_taken = 0;               /* sd_cuda_mma_taken */
 
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
@@ -354,8 +354,10 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
             return cudaSuccess;
         }
     }
-    /* 4-bit rows of whole 1024-column runs at int8, T >= 16: mma_i4.cu's tensor-core kernel when
-     * asked (sd_cuda_mma; not yet measured, so off by default) */
+    /* 4-bit rows of whole 1024-column runs at int8, T >= 16: mma_i4.cu's tensor-core kernel
+     * (sd_cuda_mma; on by default: 0.70-0.85x the tiled kernel's time on the 8B shape's matrices
+     * at T = 16..64, 0.09-0.33x on its 1024-row k and v, the same bits;
+     * docs/benchmarks/cuda-prefill-mma-h100-2026-12-07.md) */
     if (g_mma && g_kernels != SD_CUDA_MM_TILED && sdc_mq_plan_for(p, lma, &pl->mq)) {
         pl->use_mq = true;
         pl->grid = pl->mq.gx;

@@ -22,7 +22,11 @@
  * 8 w .. 8 w + 7 (a level-3 subtree) and warp 0 adds the four subtrees as levels 4 and 5 do.
  * So every row gets the bits of gemv_i4.cu's, gemv.cu's and the tiled kernel's, at any T.
  *
- * Not yet measured: off by default (sd_cuda_mma, SPECDEC_CUDA_MMA=1). */
+ * Measured on an H100 (docs/benchmarks/cuda-prefill-mma-h100-2026-12-07.md): 0.70-0.85x the
+ * tiled kernel's time on the 8B shape's layer matrices and LM head at T = 16, 32, 64, and a
+ * 512-token prefill 1.43x faster; on by default (sd_cuda_mma, SPECDEC_CUDA_MMA=0 turns it off).
+ * Its tensor cores still idle most of the time (16 tokens a warp, every operand straight from
+ * global memory): llama.cpp's pp512 on the same shape ran 6x faster. */
 #include "cuda/mma_i4.h"
 #include "cuda/mm_core.cuh"
 #include "cuda/mma_order.cuh"

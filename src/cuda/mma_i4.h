@@ -1,8 +1,8 @@
 /* mma_i4.h: the tensor-core matmul for wide calls (mma_i4.cu): 4-bit weights against int8
  * activations (SDC_MM_Q4I), rows of a multiple of 1024 columns, T >= SDC_MQ_MIN_T (prefill
  * chunks, wide verifies). The integer sums of a chunk come from mma.sync; the float part and
- * its order are the contract's (matmul.cu), so the bits are the other kernels'. Off by default
- * (sd_cuda_mma, cuda_backend.h) until measured. */
+ * its order are the contract's (matmul.cu), so the bits are the other kernels'. On by default
+ * (sd_cuda_mma, cuda_backend.h). */
 #ifndef SD_CUDA_MMA_I4_H
 #define SD_CUDA_MMA_I4_H
 #include "cuda/matmul.h"
