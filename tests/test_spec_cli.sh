@@ -17,6 +17,10 @@ for dr in ngram mtp "model:$T/d"; do
     rc=$?
     if [ $rc -ne 0 ]; then echo "FAIL: bench --draft $dr exit $rc"; echo "$out"; fail=1; continue; fi
     echo "$out" | grep -q "median speedup" || { echo "FAIL: bench --draft $dr: no comparison"; echo "$out"; fail=1; }
+    # the classic arm's prefill: each prompt by id, a rate above zero, its token count
+    pf='[1-9][0-9]*\.[0-9] \[[0-9.]+, [0-9.]+\] \([1-9][0-9]*\)'
+    echo "$out" | grep -Eq "^classic prefill, tok/s median \[min, max\] \(prompt tokens\): c-fs-01 $pf; c-fs-02 $pf\$" ||
+        { echo "FAIL: bench --draft $dr: no prefill line for both prompts"; echo "$out"; fail=1; }
     n=$(echo "$out" | grep -c "| yes |")
     [ "$n" -eq 2 ] || { echo "FAIL: bench --draft $dr: $n of 2 prompts identical"; echo "$out"; fail=1; }
 done
