@@ -27,6 +27,13 @@ static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_d);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+/* The median of v (sorted in place), its min and its max. */
+static double median_span(double *v, int n, double *mn, double *mx) {
+    const double m = median(v, n);
+    *mn = v[0];
+    *mx = v[n - 1];
+    return m;
+}
 static void loadavg(char *buf, size_t n) {
     FILE *f = fopen("/proc/loadavg", "r");
     buf[0] = 0;
@@ -273,19 +280,15 @@ int cmd_bench(int argc, char **argv) {
             c_gen = gs.generated_tokens; c_stop = gs.stop_reason;
         }
         free(pids);
-        double cmin = ca[0], cmax = ca[0];
-        for (int r = 0; r < repeats; r++) { if (ca[r] < cmin) cmin = ca[r]; if (ca[r] > cmax) cmax = ca[r]; }
-        double cmed = median(ca, repeats);
+        double cmin, cmax;
+        const double cmed = median_span(ca, repeats, &cmin, &cmax);
         pf_tok[pi] = (int)npids;
-        pf_min[pi] = pf_max[pi] = pfa[0];
-        for (int r = 0; r < repeats; r++) { if (pfa[r] < pf_min[pi]) pf_min[pi] = pfa[r]; if (pfa[r] > pf_max[pi]) pf_max[pi] = pfa[r]; }
-        pf_med[pi] = median(pfa, repeats);
+        pf_med[pi] = median_span(pfa, repeats, &pf_min[pi], &pf_max[pi]);
         if (cmed > 0 && (cmax - cmin) / cmed > 0.05) wide = true;
         for (int k = 0; k < na; k++) {
             const char *arm = arml[k];
-            double smin = sa[k][0], smax = sa[k][0];
-            for (int r = 0; r < repeats; r++) { if (sa[k][r] < smin) smin = sa[k][r]; if (sa[k][r] > smax) smax = sa[k][r]; }
-            double smed = median(sa[k], repeats), tmed = median(taus[k], repeats), dmed = median(dms[k], repeats);
+            double smin, smax;
+            const double smed = median_span(sa[k], repeats, &smin, &smax), tmed = median(taus[k], repeats), dmed = median(dms[k], repeats);
             if (smed > 0 && (smax - smin) / smed > 0.05) wide = true;
             if (diff_at[k] >= 0) {
                 mismatched++;
