@@ -5,9 +5,9 @@
 #   llama.cpp   llama-bench pp512 (-p 512 -n 0), built -march=native from the pinned peer source,
 #               on the embedded target as Q4_0 (4.5 bits per weight, as specdec's 4-bit g64 bf16),
 #               or on random Q4_0 weights of the inflated shape (gguf_random_shape.py)
-#   specdec     classic prefill of a 512-token prompt (the held-out prompts joined, their first 512
-#               ids decoded back to text): specdec bench's prefill line (a discarded warm-up, then
-#               one timed generation of 4 tokens a round), at the default precision and kernel level
+#   specdec     classic prefill of a 512-token prompt (bench/prompt_of_tokens.sh): specdec bench's
+#               prefill line (a discarded warm-up, then one timed generation of 4 tokens a round), at
+#               the default precision and kernel level
 # Usage: bench/cpu_prefill_vs_llamacpp.sh [ROUNDS=5] [THREADS=2] [MODEL=models/qwen3-kernel]
 #   A MODEL made by `specdec inflate --shape S` (its config.json names the shape's sizes) is compared
 #   with random Q4_0 weights of shape S: SHAPE=qwen3-1.7b|qwen3-8b|qwen3-32b names it.
@@ -40,11 +40,7 @@ else
 fi
 
 # the 512-token prompt, in specdec's tokenizer (the same vocabulary as llama.cpp's for Qwen3)
-$PY -c 'import json,sys
-print(" ".join(json.loads(l)["prompt"] for l in open(sys.argv[1])))' tests/data/prompts/heldout.jsonl > "$T/long.txt"
-"$SD" tokenize -m "$MODEL" -f "$T/long.txt" | $PY -c 'import sys,json; print(json.dumps(json.load(sys.stdin)[:512]))' > "$T/ids.json"
-"$SD" tokenize -m "$MODEL" -f "$T/ids.json" --decode > "$T/p512.txt"
-$PY -c 'import json,sys; print(json.dumps({"id": "p512", "prompt": open(sys.argv[1]).read()}))' "$T/p512.txt" > "$T/p512.jsonl"
+bash bench/prompt_of_tokens.sh "$SD" "$MODEL" 512 "$T/p512"
 
 echo "# cpu_prefill_vs_llamacpp: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) online CPUs, threads $TH"

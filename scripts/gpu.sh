@@ -428,11 +428,7 @@ if has prefill; then   # prefill of a 512-token prompt on the 8B shape: specdec 
                       # each (PREFILL_ROUNDS), alternated; llama.cpp's pp512 on the same shape when peer built it
   D=/tmp/inflated-qwen3-8b
   if inflated "$D"; then
-    python3 -c 'import json,sys
-print(" ".join(json.loads(l)["prompt"] for l in open(sys.argv[1])))' tests/data/prompts/heldout.jsonl > /tmp/long_prompt.txt
-    "$BIN" tokenize -m "$D" -f /tmp/long_prompt.txt | python3 -c 'import sys,json; print(json.dumps(json.load(sys.stdin)[:512]))' > /tmp/pp_ids.json
-    "$BIN" tokenize -m "$D" -f /tmp/pp_ids.json --decode > /tmp/pp512.txt
-    python3 -c 'import json; print(json.dumps({"id": "pp512", "prompt": open("/tmp/pp512.txt").read()}))' > /tmp/pp512.jsonl
+    bash bench/prompt_of_tokens.sh "$BIN" "$D" 512 /tmp/pp512   # /tmp/pp512.txt, /tmp/pp512.jsonl (id p512)
     : > "$OUT/prefill.txt"
     for r in $(seq 1 ${PREFILL_ROUNDS:-3}); do
       for a in 0 1; do
