@@ -934,14 +934,16 @@ int main(void) {
             test_fused_mm(gs[k], 1, fq, 9216, SPECDEC_DTYPE_BF16, 4, 64);   /* a row past the weights held early */
         }
         /* the MLP block: rows of 1024 (a warp's norm), 2048 and 4096 (a block's); f16 scales; 8-bit
-         * (the two ops: the fused launch takes 4-bit only); dense */
-        test_mlp(gs[k], 2048, 3072, SPECDEC_DTYPE_BF16, 4, 64, km == 0 || km == 3);
+         * (the two ops: the fused launch takes 4-bit only); dense. The fused launch is the default
+         * kernels' (passes 0 and 3). */
+        const bool fused = km == 0 || km == 3;
+        test_mlp(gs[k], 2048, 3072, SPECDEC_DTYPE_BF16, 4, 64, fused);
         if (!quick) {
-            test_mlp(gs[k], 1024, 2048, SPECDEC_DTYPE_F16, 4, 128, km == 0 || km == 3);
-            test_mlp(gs[k], 1024, 1024, SPECDEC_DTYPE_BF16, 8, 64, km == 0 || km == 3);
-            test_mlp(gs[k], 512, 1024, SPECDEC_DTYPE_BF16, 0, 0, km == 0 || km == 3);
+            test_mlp(gs[k], 1024, 2048, SPECDEC_DTYPE_F16, 4, 128, fused);
+            test_mlp(gs[k], 1024, 1024, SPECDEC_DTYPE_BF16, 8, 64, fused);
+            test_mlp(gs[k], 512, 1024, SPECDEC_DTYPE_BF16, 0, 0, fused);
             /* rows of 4096: a whole first batch of gate and up a lane (gemv_i4.cu's preload) */
-            test_mlp(gs[k], 4096, 1024, SPECDEC_DTYPE_BF16, 4, 64, km == 0 || km == 3);
+            test_mlp(gs[k], 4096, 1024, SPECDEC_DTYPE_BF16, 4, 64, fused);
         }
         CHECK(gs[k]->i->sync(gs[k], &E) == SPECDEC_OK, "sync: %s", E.msg);
     }
