@@ -263,7 +263,9 @@ static const char *arm_b_name(void) {
 static void time_arms(mm_ctx *c, int k, timing *dflt, timing *other) {
     batch a = {issue_mm, c, k, next_key++}, b = {issue_mm, c, k, next_key++};
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
-    const int mq0 = sd_cuda_mma(arm_b == ARM_MMA ? 0 : 1);   /* arm a: the default picks (without the mma kernel against it) */
+    /* arm a: the picks as set (without the mma kernel when it is arm b) */
+    const int mq0 = sd_cuda_mma(0);
+    if (arm_b != ARM_MMA) sd_cuda_mma(mq0);
     run_batch(&a);
     if (arm_b == ARM_MMA) sd_cuda_mma(1);
     else sd_cuda_matmul_kernels(arm_b);
