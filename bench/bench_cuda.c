@@ -6,7 +6,7 @@
  * the device-to-device copy bandwidth measured first ((read + write bytes) / time of a 1 GiB
  * copy; benchmarking.md). Random weights of the Qwen3 shapes (never zeros).
  *
- *   ./build/bench_cuda [--quick | --profile | --attn | --matmul S:F ...] [--arm-b generic|stream|mma] [--device N]
+ *   ./build/bench_cuda [--quick | --profile | --attn | --matmul S:F ...] [--arm-b generic|stream|mma|mma_tile] [--device N]
  *
  * prints, as Markdown tables:
  *   - device, load average, copy bandwidth (median, min, max of 15 copies);
@@ -16,7 +16,8 @@
  *     for T <= 8 both arms, the default pick and the second arm (--arm-b: generic, the picks
  *     without gemv_i4.cu's kernel, by default; stream, the streaming kernel of stream.cu; mma,
  *     the default picks with mma_i4.cu's tensor-core kernel against the same without it (the
- *     tiled kernel from T = 16 on), both arms at every T),
+ *     tiled kernel from T = 16 on), both arms at every T; mma_tile, mma_tile.cu's kernel against
+ *     mma_i4.cu's, both arms at every T),
  *     recorded once each and their replays alternated, 15 of each; then per model and format
  *     the matmul time of one decode step (all layers + LM head, T = 1) against its floor, both arms;
  *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and on the second arm;
@@ -250,10 +251,13 @@ static const shape SHAPES[] = {
 
 /* The second arm of the matmul tables (--arm-b): the generic picks, without gemv_i4.cu's kernel
  * (SD_CUDA_MM_GENERIC, the default), or the streaming kernel where it applies (SD_CUDA_MM_STREAM). */
-enum { ARM_MMA = -1 };   /* arm b: the default picks with mma_i4.cu's kernel (sd_cuda_mma) for T >= 16 */
+/* arm b: the default picks with mma_i4.cu's kernel (sd_cuda_mma) for T >= 16 (ARM_MMA), or with
+ * mma_tile.cu's against mma_i4.cu's as arm a (ARM_MMA2) */
+enum { ARM_MMA = -1, ARM_MMA2 = -2 };
+static bool arm_mma(int a) { return a == ARM_MMA || a == ARM_MMA2; }
 static int arm_b = SD_CUDA_MM_GENERIC;
 static const char *arm_b_name(void) {
-    return arm_b == SD_CUDA_MM_STREAM ? "streaming" : arm_b == ARM_MMA ? "mma" : "generic";
+    return arm_b == SD_CUDA_MM_STREAM ? "streaming" : arm_b == ARM_MMA ? "mma" : arm_b == ARM_MMA2 ? "mma_tile" : "generic";
 }
 
 /* Both arms of one (matrix, T): the default pick (sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV)) and
@@ -264,10 +268,10 @@ static void time_arms(mm_ctx *c, int k, timing *dflt, timing *other) {
     batch a = {issue_mm, c, k, next_key++}, b = {issue_mm, c, k, next_key++};
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
     /* arm a: the picks as set (without the mma kernel when it is arm b) */
-    const int mq0 = sd_cuda_mma(0);
-    if (arm_b != ARM_MMA) sd_cuda_mma(mq0);
+    const int mq0 = sd_cuda_mma(arm_b == ARM_MMA2 ? 1 : 0);
+    if (!arm_mma(arm_b)) sd_cuda_mma(mq0);
     run_batch(&a);
-    if (arm_b == ARM_MMA) sd_cuda_mma(1);
+    if (arm_mma(arm_b)) sd_cuda_mma(arm_b == ARM_MMA2 ? 2 : 1);
     else sd_cuda_matmul_kernels(arm_b);
     run_batch(&b);
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
@@ -291,7 +295,7 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
     const int per_layer[6] = {1, 2, 1, 2, 1, 0};
     double step_t = 0, step_old = 0, step_floor = 0;
     sd_cuda_set_int8(G, f->int8);
-    const char *an = arm_b == ARM_MMA ? "without mma" : "default";
+    const char *an = arm_b == ARM_MMA ? "without mma" : arm_b == ARM_MMA2 ? "mma_i4" : "default";
     printf("| %s %s | rows x cols | MB | T | %s us median (min-max) | %s us median (min-max) | GB/s | x floor | x T=1 | "
            "%s / %s |\n", sh->name, f->name, an, arm_b_name(), arm_b_name(), an);
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -308,7 +312,7 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
         for (int k = 0; k < nT; k++) {
             mm_ctx c = {w, ncopy, x, y, Ts[k], 0, NULL};
             timing t, to = {0, 0, 0};   /* the default pick; arm_b */
-            if (Ts[k] <= 8 || arm_b == ARM_MMA) time_arms(&c, ncopy < 8 ? 8 : ncopy, &t, &to);
+            if (Ts[k] <= 8 || arm_mma(arm_b)) time_arms(&c, ncopy < 8 ? 8 : ncopy, &t, &to);
             else t = time_seq(issue_mm, &c, ncopy < 8 ? 8 : ncopy);   /* one kernel for both: the tiled one (T > 8) */
             if (Ts[k] == 1) t1 = t.med;
             const double floor = bytes / bw;
@@ -550,16 +554,20 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--attn")) attn_only = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) o.device = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arm-b") && i + 1 < argc &&
-                 (!strcmp(argv[i + 1], "generic") || !strcmp(argv[i + 1], "stream") || !strcmp(argv[i + 1], "mma"))) {
+                 (!strcmp(argv[i + 1], "generic") || !strcmp(argv[i + 1], "stream") || !strcmp(argv[i + 1], "mma") ||
+                  !strcmp(argv[i + 1], "mma_tile"))) {
             i++;
-            arm_b = !strcmp(argv[i], "stream") ? SD_CUDA_MM_STREAM : !strcmp(argv[i], "mma") ? ARM_MMA : SD_CUDA_MM_GENERIC;
+            arm_b = !strcmp(argv[i], "stream")     ? SD_CUDA_MM_STREAM
+                    : !strcmp(argv[i], "mma")      ? ARM_MMA
+                    : !strcmp(argv[i], "mma_tile") ? ARM_MMA2
+                                                   : SD_CUDA_MM_GENERIC;
         }
         else if (!strcmp(argv[i], "--matmul") && i + 1 < argc && nonly < 16 &&
                  sscanf(argv[i + 1], "%d:%d", &only[nonly][0], &only[nonly][1]) == 2 && only[nonly][0] >= 0 &&
                  only[nonly][0] < 4 && only[nonly][1] >= 0 && only[nonly][1] < NFMTS) {
             nonly++;
             i++;
-        } else die("usage", "bench_cuda [--quick | --profile | --attn | --matmul SHAPE:FORMAT ...] [--arm-b generic|stream|mma] [--device N]");
+        } else die("usage", "bench_cuda [--quick | --profile | --attn | --matmul SHAPE:FORMAT ...] [--arm-b generic|stream|mma|mma_tile] [--device N]");
     }
     if (sd_backend_create("cuda", &o, &G, &E) != SPECDEC_OK) die("cuda backend", E.msg);
     S = sd_cuda_stream(G);

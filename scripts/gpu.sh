@@ -61,10 +61,12 @@
 #   attnab    bench_cuda --matmul 0:3 (the embedded shape's int8 matmuls, then the fused LM head's
 #             and the attention's tables) of this build and of ab's earlier commit, alternated
 #             twice (with ab among the phases)
-#   mma       mma_i4.cu's tensor-core kernel (on by default): bench_cuda --arm-b mma on the 8B shape's int8
-#             matrices, exact.sh with it on (the 1.7B shape, K = 16)
-#   prefill   a 512-token prompt's prefill on the 8B shape (specdec bench's classic prefill line) with
-#             mma_i4.cu's kernel off and on, alternated; llama.cpp's pp512 on the same shape (with peer)
+#   mma       the tensor-core kernels (mma_i4.cu's on by default, mma_tile.cu's as SPECDEC_CUDA_MMA=2):
+#             bench_cuda --arm-b MMA_ARM (default mma; mma_tile: the two kernels) on the 8B shape's
+#             int8 matrices, exact.sh with each of MMA_MODES (default 1 2) on (the 1.7B shape, K = 16)
+#   prefill   a 512-token prompt's prefill on the 8B shape (specdec bench's classic prefill line) under
+#             each SPECDEC_CUDA_MMA of PREFILL_MODES (default 0 1 2), alternated; the ids of 32 greedy
+#             tokens identical under all; llama.cpp's pp512 on the same shape (with peer)
 #   kprof     Nsight Compute counters (speed of light, warp stalls, memory) of one decode layer's kernels on
 #             the inflated 8B shape (KPROF_RE, KPROF_SKIP, KPROF_COUNT; kprof_8b.txt)
 #   envab     classic decode tok/s of the inflated 8B shape (ENVAB_MODEL) under each of ENVAB_SETS (words
@@ -389,13 +391,15 @@ fi
 if has mma; then   # mma_i4.cu's tensor-core kernel (SPECDEC_CUDA_MMA=1, the default): the 8B shape's int8 matmul
                   # tables with it as arm b, and exact.sh with it on, on the 1.7B shape at K = 16
   # (MMA_BENCH=0: not the tables, e.g. when an earlier call of the same lease ran them)
-  [ "${MMA_BENCH:-1}" = 1 ] && [ -x build-gpu/bench_cuda ] && run_to 400 "$OUT/mma_bench.md" build-gpu/bench_cuda --arm-b mma --matmul 2:3
+  [ "${MMA_BENCH:-1}" = 1 ] && [ -x build-gpu/bench_cuda ] && run_to 400 "$OUT/mma_bench.md" build-gpu/bench_cuda --arm-b "${MMA_ARM:-mma}" --matmul 2:3
   # the 1.7B shape's rows (2048 columns) reach the kernel, the embedded pair's (384) do not; K = 16
   # verifies 16 rows, and the prompts' prefill takes it where they have 16 tokens or more
-  if inflated /tmp/inflated-qwen3-1.7b && SPECDEC_CUDA_MMA=1 EXACT_MODEL=/tmp/inflated-qwen3-1.7b EXACT_KS=16 \
-     EXACT_ARGS="--precision int8" run_to 500 "$OUT/exact_mma.log" bash tests/gpu/exact.sh "$BIN" cuda; then
-    log "exact int8 with mma_i4.cu: ok ($(tail -2 "$OUT/exact_mma.log" | head -1))"
-  else log "exact int8 with mma_i4.cu: FAILED"; grep -m12 "FAIL" "$OUT/exact_mma.log" | tee -a "$SUM"; fi
+  for mm in ${MMA_MODES:-1 2}; do
+    if inflated /tmp/inflated-qwen3-1.7b && SPECDEC_CUDA_MMA=$mm EXACT_MODEL=/tmp/inflated-qwen3-1.7b EXACT_KS=16 \
+       EXACT_ARGS="--precision int8" run_to 500 "$OUT/exact_mma$mm.log" bash tests/gpu/exact.sh "$BIN" cuda; then
+      log "exact int8 with SPECDEC_CUDA_MMA=$mm: ok ($(tail -2 "$OUT/exact_mma$mm.log" | head -1))"
+    else log "exact int8 with SPECDEC_CUDA_MMA=$mm: FAILED"; grep -m12 "FAIL" "$OUT/exact_mma$mm.log" | tee -a "$SUM"; fi
+  done
 fi
 
 if has bench; then
@@ -424,25 +428,28 @@ if has peer; then
 fi
 
 if has prefill; then   # prefill of a 512-token prompt on the 8B shape: specdec bench's classic prefill
-                      # (5 timed runs after a warm-up) with mma_i4.cu's kernel off and on, 3 processes
-                      # each (PREFILL_ROUNDS), alternated; llama.cpp's pp512 on the same shape when peer built it
+                      # (5 timed runs after a warm-up) under each SPECDEC_CUDA_MMA of PREFILL_MODES, 3
+                      # processes each (PREFILL_ROUNDS), alternated; llama.cpp's pp512 on the same shape
+                      # when peer built it
   D=/tmp/inflated-qwen3-8b
   if inflated "$D"; then
     bash bench/prompt_of_tokens.sh "$BIN" "$D" 512 /tmp/pp512   # /tmp/pp512.txt, /tmp/pp512.jsonl (id p512)
     : > "$OUT/prefill.txt"
     for r in $(seq 1 ${PREFILL_ROUNDS:-3}); do
-      for a in 0 1; do
+      for a in ${PREFILL_MODES:-0 1 2}; do
         SPECDEC_CUDA_MMA=$a run_to 200 /tmp/pf.md "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/pp512.jsonl \
           -n 16 --block-size 4 --repeats 5 --ignore-eos
         echo "round $r mma $a: $(grep -m1 '^classic prefill' /tmp/pf.md)" >> "$OUT/prefill.txt"
       done
     done
-    # the guard: the same 32 tokens after the 512-token prompt with the kernel off and on
-    for a in 0 1; do
+    # the guard: the same 32 tokens after the 512-token prompt under every mode
+    ok=1; pm=(${PREFILL_MODES:-0 1 2})
+    for a in "${pm[@]}"; do
       SPECDEC_CUDA_MMA=$a timeout 120 "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 32 --ignore-eos \
         --ids-out /tmp/pp_ids_$a.json > /dev/null 2>> "$OUT/prefill.txt"
+      [ -s /tmp/pp_ids_$a.json ] && cmp -s /tmp/pp_ids_$a.json /tmp/pp_ids_${pm[0]}.json || ok=0
     done
-    if [ -s /tmp/pp_ids_0.json ] && cmp -s /tmp/pp_ids_0.json /tmp/pp_ids_1.json; then log "prefill 8B guard: ids identical with mma_i4.cu off and on"
+    if [ $ok = 1 ]; then log "prefill 8B guard: ids identical under SPECDEC_CUDA_MMA=${PREFILL_MODES:-0 1 2}"
     else log "prefill 8B guard: FAILED (ids differ or missing)"; fi
     log "prefill 8B: $(grep '^round' "$OUT/prefill.txt" | sed 's/classic prefill, tok\/s median \[min, max\] (prompt tokens)://' | tr '\n' ';')"
     if [ -x /tmp/peer-cuda/bin/llama-bench ]; then

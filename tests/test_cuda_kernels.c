@@ -132,23 +132,25 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         sd_cuda_gi_preload(pre0);
         sd_cuda_gi_early(early0);
     }
-    /* mma_i4.cu's tensor-core kernel (off by default) at T >= 16: the row alone's bits, and taken
-     * where it applies (int8 4-bit rows of whole 1024-column runs, a group of 32 to 1024) */
-    {
-        const int mq0 = sd_cuda_mma(1);
+    /* the tensor-core kernels at T >= 16 (mode 1 mma_i4.cu's, 2 mma_tile.cu's): the row alone's
+     * bits, and taken where they apply (int8 4-bit rows of whole 1024-column runs, a group of 32
+     * to 1024) */
+    for (int mode = 1; mode <= 2; mode++) {
+        const char *kn = mode == 1 ? "mma_i4.cu" : "mma_tile.cu";
+        const int mq0 = sd_cuda_mma(mode);
         const long taken0 = sd_cuda_mma_taken();
         const int Tm[] = {16, 17, 24, 31, 33, 64};
         const int nt = (int)(sizeof Tm / sizeof Tm[0]);
         for (int k = 0; k < nt; k++) {
             const int T = Tm[k], diff = rows_off_alone(g, h, dx, ldx, dy, ldy, y, one, T, what);
-            CHECK(diff == 0, "%s: %d of %d rows at T = %d differ between mma_i4.cu's kernel and the row alone", what, diff, T, T);
+            CHECK(diff == 0, "%s: %d of %d rows at T = %d differ between %s's kernel and the row alone", what, diff, T, T, kn);
         }
         sd_cuda_mma(mq0);
         const int grp = h->m.group;
         const bool applies = g == G8 && sd_i8_applies(&h->m) && h->m.bits == 4 && cols % 1024 == 0 && grp >= 32 &&
                              grp <= 1024 && (grp & (grp - 1)) == 0;
         const long taken = sd_cuda_mma_taken() - taken0;
-        CHECK(taken == (applies ? nt : 0), "%s: mma_i4.cu's kernel took %ld of %d calls, expected %d", what, taken, nt,
+        CHECK(taken == (applies ? nt : 0), "%s: %s's kernel took %ld of %d calls, expected %d", what, kn, taken, nt,
               applies ? nt : 0);
     }
 #endif
@@ -903,10 +905,12 @@ int main(void) {
 #ifdef SPECDEC_HAVE_CUDA
     const int mma0 = sd_cuda_mma(1);
 #endif
-    for (int km = 0; km < 4; km++) {   /* km 3: the default picks without mma_i4.cu's kernel (T = 33: the tiled one) */
+    /* km 3: the default picks without a tensor-core kernel (T = 33: the tiled one); km 4: with
+     * mma_tile.cu's in place of mma_i4.cu's */
+    for (int km = 0; km < 5; km++) {
 #ifdef SPECDEC_HAVE_CUDA
     sd_cuda_matmul_kernels(km == 1 ? SD_CUDA_MM_STREAM : km == 2 ? SD_CUDA_MM_GENERIC : SD_CUDA_MM_GEMV);
-    sd_cuda_mma(km != 3);
+    sd_cuda_mma(km == 3 ? 0 : km == 4 ? 2 : 1);
 #else
     if (km) break;
 #endif
@@ -935,8 +939,8 @@ int main(void) {
         }
         /* the MLP block: rows of 1024 (a warp's norm), 2048 and 4096 (a block's); f16 scales; 8-bit
          * (the two ops: the fused launch takes 4-bit only); dense. The fused launch is the default
-         * kernels' (passes 0 and 3). */
-        const bool fused = km == 0 || km == 3;
+         * kernels' (passes 0, 3 and 4). */
+        const bool fused = km == 0 || km >= 3;
         test_mlp(gs[k], 2048, 3072, SPECDEC_DTYPE_BF16, 4, 64, fused);
         if (!quick) {
             test_mlp(gs[k], 1024, 2048, SPECDEC_DTYPE_F16, 4, 128, fused);

@@ -48,10 +48,10 @@ void sd_cuda_mlp_fuse(int mode);
 /* Tests: how many MLP blocks the process has queued as the fused launch so far. */
 long sd_cuda_mlp_taken(void);
 /* Int8 matmuls of 4-bit rows of whole 1024-column runs at T >= 16 (prefill chunks, wide
- * verifies): 1 (the default) mma_i4.cu's tensor-core kernel, 0 the tiled dp4a kernel
- * (SPECDEC_CUDA_MMA=0 or 1 at backend creation; A/B runs). Same bits either way. Returns the
- * setting before. */
-int sd_cuda_mma(int on);
+ * verifies): 1 (the default) mma_i4.cu's tensor-core kernel, 2 mma_tile.cu's (the same with its
+ * operands staged), 0 the tiled dp4a kernel (SPECDEC_CUDA_MMA=0, 1 or 2 at backend creation; A/B
+ * runs; any other value is 1). Same bits in every mode. Returns the setting before. */
+int sd_cuda_mma(int mode);
 /* Tests: how many matmuls the process has queued on mma_i4.cu's kernel so far. */
 long sd_cuda_mma_taken(void);
 /* The int8 norm preparation (matmul.cu's i8_prep_norm_kernel): 1 (the default) a token's quads

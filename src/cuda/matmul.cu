@@ -312,7 +312,7 @@ template <bool LMA> mm_fn mm_pick(int fmt, int ti) {
 struct Plan {
     mm_fn fn;
     int ti, TT, nw, tile_ch, nrb, smem, grid;
-    bool use_gv, use_st, use_gi, use_mq;
+    bool use_gv, use_st, use_gi, use_mq, mq_tile;
     sdc_gv_plan gv;
     sdc_st_plan st;
     sdc_gi_plan gi;
@@ -324,7 +324,7 @@ int g_mlp_fuse = 1;                /* sd_cuda_mlp_fuse */
 int g_gi_early = 0;                /* sd_cuda_gi_early */
 long g_mlp_taken = 0;              /* sd_cuda_mlp_taken */
 bool g_st_ok = false;              /* the streaming kernels took their shared memory (sdc_mm_init) */
-int g_mma = 1;                     /* sd_cuda_mma */
+int g_mma = 1;                     /* sd_cuda_mma: 0 off, 1 mma_i4.cu, 2 mma_tile.cu */
 long g_mq_taken = 0;               /* sd_cuda_mma_taken */
 
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
@@ -358,8 +358,10 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
      * (sd_cuda_mma; on by default: 0.70-0.85x the tiled kernel's time on the 8B shape's matrices
      * at T = 16..64, 0.09-0.33x on its 1024-row k and v, the same bits;
      * docs/benchmarks/cuda-prefill-mma-h100-2026-12-07.md) */
-    if (g_mma && g_kernels != SD_CUDA_MM_TILED && sdc_mq_plan_for(p, lma, &pl->mq)) {
+    if (g_mma && g_kernels != SD_CUDA_MM_TILED &&
+        (g_mma == 2 ? sdc_mt_plan_for(p, lma, d->n_sm, &pl->mq) : sdc_mq_plan_for(p, lma, &pl->mq))) {
         pl->use_mq = true;
+        pl->mq_tile = g_mma == 2;
         pl->grid = pl->mq.gx;
         return cudaSuccess;
     }
@@ -419,6 +421,8 @@ extern "C" cudaError_t sdc_mm_init(int bytes, int gv_bytes) {
     /* the streaming kernel is optional: without its shared memory the other kernels serve */
     g_st_ok = sdc_st_init(gv_bytes) == cudaSuccess;
     if (!g_st_ok) cudaGetLastError();
+    cudaError_t et = sdc_mt_init();
+    if (et != cudaSuccess) return et;
     /* the per-warp argmax bests of a fused LM head call ride on top of the x tile budget */
     const int lim = bytes + MM_LMA_MAX_T * 8 * (int)sizeof(sdc_best);
     for (int lma = 0; lma < 2; lma++)
@@ -450,15 +454,15 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
     if (pl.use_gi) return sdc_gi_launch(&pl.gi, p, d);
     if (pl.use_mq) {
         g_mq_taken++;
-        return sdc_mq_launch(&pl.mq, p, d);
+        return pl.mq_tile ? sdc_mt_launch(&pl.mq, p, d) : sdc_mq_launch(&pl.mq, p, d);
     }
     if (pl.use_gv) return sdc_gv_launch(&pl.gv, p, d);
     return sdc_launch(d, pl.fn, pl.grid, pl.nw * 32, pl.smem, *p, pl.tile_ch, pl.nrb);
 }
 
-extern "C" int sd_cuda_mma(int on) {
+extern "C" int sd_cuda_mma(int mode) {
     const int was = g_mma;
-    g_mma = on ? 1 : 0;
+    g_mma = mode >= 0 && mode <= 2 ? mode : 1;
     return was;
 }
 extern "C" long sd_cuda_mma_taken(void) { return g_mq_taken; }

@@ -15,7 +15,8 @@ extern "C" {
 
 typedef struct sdc_mq_plan {
     int nj;            /* chunks of a row in each of its 32 classes: cols / 1024 */
-    int gx, gy;        /* blocks: row tiles x token tiles */
+    int gx, gy;        /* blocks: row tiles x token tiles (mma_tile.cu: token tiles x row tiles) */
+    int nt;            /* mma_tile.cu: 8-token groups of a block */
 } sdc_mq_plan;
 
 /* Fills *pl and returns 1 when the kernel takes the call (SDC_MM_Q4I, T >= SDC_MQ_MIN_T, not a
@@ -23,6 +24,12 @@ typedef struct sdc_mq_plan {
  * to 1024, f32 / f16 / bf16 scales, x prepared), else 0. */
 int sdc_mq_plan_for(const sdc_mm_params *p, int lma, sdc_mq_plan *pl);
 cudaError_t sdc_mq_launch(const sdc_mq_plan *pl, const sdc_mm_params *p, const sdc_dev *d);
+
+/* mma_tile.cu: the same calls and bits with the operands staged (sd_cuda_mma mode 2). init: its
+ * shared memory, once; plan_for: sdc_mq_plan_for's test, the tile for n_sm multiprocessors. */
+cudaError_t sdc_mt_init(void);
+int sdc_mt_plan_for(const sdc_mm_params *p, int lma, int n_sm, sdc_mq_plan *pl);
+cudaError_t sdc_mt_launch(const sdc_mq_plan *pl, const sdc_mm_params *p, const sdc_dev *d);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,229 @@
+/* mma_tile.cu: the tensor-core matmul of mma_i4.cu (4-bit weights against int8 activations,
+ * SDC_MM_Q4I, rows of a multiple of 1024 columns, T >= SDC_MQ_MIN_T) with its operands staged:
+ * the same integer sums (mma.sync m16n8k32) and the same float part in the same order, so the
+ * same bits as every other matmul kernel, from a tile that keeps the tensor cores and the float
+ * pipes fed instead of waiting on global memory.
+ *
+ * Why mma_i4.cu's kernel idles: a warp holds 16 rows x 16 tokens and loads every operand of every
+ * chunk from global memory (14 loads for 2 mma), the activations of a 16-row tile again for each
+ * of the matrix's row tiles, and converts each chunk's integer sum with I2F, a quarter-rate
+ * instruction on sm_90. Here:
+ *   - A block is 4 class warps x MT_RW row warps on one tile of 16 MT_RW rows x 8 NT tokens. Class
+ *     warp w owns the lane classes mma_order.cuh gives warp w (its level-3 subtree, the same
+ *     order as mma_i4.cu), so the 4 class warps of a row tile read the 4 neighbouring chunks of a
+ *     run together (whole 32-byte sectors of each row), and the row warps share one copy of the
+ *     activations.
+ *   - The activations of the block's tokens go through a ring of shared-memory stages by
+ *     cp.async, a stage = the runs (1024 columns: 8 granules and 4 (d, dY) pairs a token) that
+ *     the class warps' chains need next: runs b + 8 j, b = brev3(i) at class step i, up to MT_JB
+ *     values of j. A token's record is 176 bytes (128 of codes, 32 of (d, dY), 16 of padding:
+ *     the fragment loads of 8 tokens then hit 32 distinct banks). Each stage is copied verbatim,
+ *     so a granule f sits at its place in the run's swizzle (mm_swz: granule f of run r at
+ *     (f & 7) ^ (r & 7), and r & 7 = b).
+ *   - The mma accumulator starts at 0x4B400000 (1.5 * 2^23 as a float's bits): the chunk's sum I
+ *     (|I| <= 32 * 15 * 127 < 2^22) comes back as the bits of the float 1.5 * 2^23 + I, and one
+ *     exact subtraction gives (float) I, at full rate.
+ * A row's float operations are mma_i4.cu's: per chunk acc = fmaf(s, I * d, acc), acc = fmaf(b,
+ * dY, acc), chained over each class's chunks in ascending order, the classes summed as the xor
+ * butterfly. */
+#include "cuda/mma_i4.h"
+#include "cuda/mm_core.cuh"
+#include "cuda/mma_order.cuh"
+
+namespace {
+
+constexpr int MT_CW = 4;                     /* class warps (mma_order.cuh's warp w) */
+constexpr int MT_RW = 2;                     /* row warps */
+constexpr int MT_WARPS = MT_CW * MT_RW;
+constexpr int MT_ROWS = 16 * MT_RW;          /* rows of a block */
+constexpr int MT_JB = 4;                     /* runs (values of j) of a stage */
+constexpr int MT_NS = 3;                     /* stages in the ring */
+constexpr int MT_REC = 176;                  /* a token's bytes in a stage per run */
+constexpr int MT_XB = 128;                   /* of which codes; then (d, dY) of the run's 4 chunks */
+constexpr uint32_t MT_MAGIC = 0x4B400000u;   /* 1.5 * 2^23 */
+
+template <int NT> struct MtT {
+    static constexpr int TOK = 8 * NT;                       /* tokens of a block */
+    static constexpr int E = 4 * NT;                         /* a thread's sums per class */
+    static constexpr int STAGE = MT_JB * TOK * MT_REC;       /* bytes of a stage */
+    static constexpr int PART = 3 * MT_RW * E * 32 * 4;      /* bytes of the class warps' subtrees */
+    static constexpr int SMEM = MT_NS * STAGE > PART ? MT_NS * STAGE : PART;
+};
+
+SDC_D void mt_cp16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+SDC_D void mt_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> SDC_D void mt_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+/* d = A . B + (1.5 * 2^23 as bits) */
+SDC_D void mt_mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};\n"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(MT_MAGIC));
+}
+
+/* The float of a scale or bias of dtype SDT (the values sdc_wordf gives). */
+template <int SDT> SDC_D float mt_sc(const void *p, size_t i) {
+    if constexpr (SDT == SDC_F32) return __ldg((const float *)p + i);
+    const unsigned short h = __ldg((const unsigned short *)p + i);
+    if constexpr (SDT == SDC_BF16) return __uint_as_float((uint32_t)h << 16);
+    return __half2float(__ushort_as_half(h));
+}
+
+/* Stage s (class step s / njb, run block s % njb) into its slot: per token of the block and run
+ * j of the block, the run's 128 bytes of codes and 32 of (d, dY), 16 bytes a copy, consecutive
+ * threads on consecutive bytes of a token. Tokens past T copy token T - 1 (used, never stored). */
+template <int NT>
+SDC_D void mt_stage(const sdc_mm_params &p, unsigned char *sm, int s, int njb, int nj, int t0) {
+    using C = MtT<NT>;
+    const int i = s / njb, jb = s - i * njb, b = sdc_mq_brev3(i), j0 = jb * MT_JB;
+    const int nJ = min(MT_JB, nj - j0), n = nJ * C::TOK * 10;
+    unsigned char *slot = sm + (s % MT_NS) * C::STAGE;
+    const size_t xrow = (size_t)p.ncp * 32, srow = (size_t)p.ncp * 8;   /* a token's bytes of xq, xsd */
+    for (int u = threadIdx.x; u < n; u += MT_WARPS * 32) {
+        const int jt = u / 10, k = u - jt * 10, jj = jt / C::TOK, tk = jt - jj * C::TOK;
+        const int r = b + 8 * (j0 + jj), tc = min(t0 + tk, p.T - 1);
+        const unsigned char *src = k < 8 ? (const unsigned char *)p.xq + (size_t)tc * xrow + (size_t)r * 128 + 16 * k
+                                         : (const unsigned char *)p.xsd + (size_t)tc * srow + (size_t)r * 32 + 16 * (k - 8);
+        mt_cp16(slot + (size_t)jt * MT_REC + 16 * k, src);
+    }
+}
+
+template <int NT, int SDT>
+__global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_params p, const int nj) {
+    using C = MtT<NT>;
+    extern __shared__ __align__(16) unsigned char sm[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cw = warp & 3, rw = warp >> 2;
+    const int g = lane >> 2, q = lane & 3;
+    const int cc = sdc_mq_class(cw, 0) & 3;   /* the chunk of each run this warp's classes take */
+    const int t0 = blockIdx.x * C::TOK, r0 = blockIdx.y * MT_ROWS + 16 * rw;
+    const int ra = min(r0 + g, p.rows - 1), rb = min(r0 + g + 8, p.rows - 1);   /* past the end: loaded, never stored */
+    const size_t rw32 = (size_t)p.cols / 8, ngroups = (size_t)(p.cols / p.group);
+    const uint32_t *wa = (const uint32_t *)p.w + (size_t)ra * rw32 + q, *wb = (const uint32_t *)p.w + (size_t)rb * rw32 + q;
+    const size_t sa = (size_t)ra * ngroups, sb = (size_t)rb * ngroups;
+    const int gsh = __ffs(p.group) - 6;   /* chunk ch lies in group ch >> gsh */
+    const int njb = (nj + MT_JB - 1) / MT_JB, S = 8 * njb;
+    sdc_grid_enter();
+
+#pragma unroll
+    for (int s = 0; s < MT_NS - 1; s++) {
+        if (s < S) mt_stage<NT>(p, sm, s, njb, nj, t0);
+        mt_commit();
+    }
+    float v[C::E], st[3][C::E];
+#pragma unroll 1
+    for (int i = 0; i < 8; i++) {
+        const int b = sdc_mq_brev3(i);
+        const int xlo = 16 * ((2 * cc) ^ b) + 4 * q, xhi = 16 * ((2 * cc + 1) ^ b) + 4 * q;
+#pragma unroll
+        for (int e = 0; e < C::E; e++) v[e] = 0.0f;
+#pragma unroll 1
+        for (int jb = 0; jb < njb; jb++) {
+            const int s = i * njb + jb, j0 = jb * MT_JB, nJ = min(MT_JB, nj - j0);
+            /* this stage's weights first: their loads overlap the wait */
+            uint32_t w0[MT_JB], w1[MT_JB];
+            float s0[MT_JB], s1[MT_JB], b0[MT_JB], b1[MT_JB];
+#pragma unroll
+            for (int jj = 0; jj < MT_JB; jj++) {
+                if (jj < nJ) {
+                    const int ch = 4 * (b + 8 * (j0 + jj)) + cc;
+                    const size_t gi = (size_t)(ch >> gsh);
+                    w0[jj] = __ldg(wa + 4 * ch);
+                    w1[jj] = __ldg(wb + 4 * ch);
+                    s0[jj] = mt_sc<SDT>(p.scales, sa + gi);
+                    s1[jj] = mt_sc<SDT>(p.scales, sb + gi);
+                    b0[jj] = mt_sc<SDT>(p.biases, sa + gi);
+                    b1[jj] = mt_sc<SDT>(p.biases, sb + gi);
+                }
+            }
+            mt_wait<MT_NS - 2>();   /* this thread's copies of stage s have landed */
+            __syncthreads();        /* everyone's have, and stage s - 1's slot is free */
+            if (s + MT_NS - 1 < S) mt_stage<NT>(p, sm, s + MT_NS - 1, njb, nj, t0);
+            mt_commit();
+            const unsigned char *slot = sm + (s % MT_NS) * C::STAGE;
+#pragma unroll
+            for (int jj = 0; jj < MT_JB; jj++) {
+                if (jj < nJ) {
+                    const uint32_t a0 = w0[jj] & 0x0F0F0F0Fu, a1 = w1[jj] & 0x0F0F0F0Fu;
+                    const uint32_t a2 = (w0[jj] >> 4) & 0x0F0F0F0Fu, a3 = (w1[jj] >> 4) & 0x0F0F0F0Fu;
+                    const unsigned char *rec = slot + jj * C::TOK * MT_REC;
+#pragma unroll
+                    for (int n = 0; n < NT; n++) {
+                        const unsigned char *rx = rec + (8 * n + g) * MT_REC;
+                        int d[4];
+                        mt_mma(d, a0, a1, a2, a3, *(const uint32_t *)(rx + xlo), *(const uint32_t *)(rx + xhi));
+                        const float2 e0 = *(const float2 *)(rec + (8 * n + 2 * q) * MT_REC + MT_XB + 8 * cc);
+                        const float2 e1 = *(const float2 *)(rec + (8 * n + 2 * q + 1) * MT_REC + MT_XB + 8 * cc);
+#pragma unroll
+                        for (int k = 0; k < 4; k++) {
+                            const float sc = k < 2 ? s0[jj] : s1[jj], bi = k < 2 ? b0[jj] : b1[jj];
+                            const float2 e = (k & 1) ? e1 : e0;
+                            const float I = __fsub_rn(__int_as_float(d[k]), 12582912.0f);
+                            float &a = v[4 * n + k];
+                            a = fmaf(sc, __fmul_rn(I, e.x), a);
+                            a = fmaf(bi, e.y, a);
+                        }
+                    }
+                }
+            }
+        }
+        sdc_mq_push<C::E>(i, v, st);
+    }
+
+    /* levels 4 and 5 of the butterfly: (warp 0 + warp 1) + (warp 2 + warp 3) of the row tile */
+    mt_wait<0>();
+    __syncthreads();   /* the ring is free: the subtrees take its place */
+    float *part = (float *)sm;   /* [cw - 1][rw][e][lane] */
+    if (cw > 0)
+#pragma unroll
+        for (int e = 0; e < C::E; e++) part[(((cw - 1) * MT_RW + rw) * C::E + e) * 32 + lane] = v[e];
+    __syncthreads();
+    if (cw != 0) return;
+#pragma unroll
+    for (int e = 0; e < C::E; e++) {
+        const float y = sdc_mq_top(v[e], part[(rw * C::E + e) * 32 + lane], part[((MT_RW + rw) * C::E + e) * 32 + lane],
+                                   part[((2 * MT_RW + rw) * C::E + e) * 32 + lane]);
+        const int n = e >> 2, k = e & 3;
+        const int row = r0 + g + 8 * (k >> 1), t = t0 + 8 * n + 2 * q + (k & 1);
+        if (row < p.rows && t < p.T) mm_store(p, row, t, y);
+    }
+}
+
+using mt_fn = void (*)(const sdc_mm_params, const int);
+template <int NT> mt_fn mt_pick(int sdt) {
+    return sdt == SDC_F32 ? mt_kernel<NT, SDC_F32> : sdt == SDC_F16 ? mt_kernel<NT, SDC_F16> : mt_kernel<NT, SDC_BF16>;
+}
+
+} // namespace
+
+extern "C" cudaError_t sdc_mt_init(void) {
+    const int sdts[3] = {SDC_F32, SDC_F16, SDC_BF16};
+    for (int k = 0; k < 3; k++) {
+        cudaError_t e = cudaFuncSetAttribute((const void *)mt_pick<2>(sdts[k]), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             MtT<2>::SMEM);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute((const void *)mt_pick<4>(sdts[k]), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     MtT<4>::SMEM);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+
+extern "C" int sdc_mt_plan_for(const sdc_mm_params *p, int lma, int n_sm, sdc_mq_plan *pl) {
+    if (!sdc_mq_plan_for(p, lma, pl) || (((uintptr_t)p->xq | (uintptr_t)p->xsd) & 15u) != 0) return 0;   /* cp.async: 16-byte copies */
+    /* 32 tokens a block, or 16 where that leaves most of the GPU idle (the 1024-row k and v) */
+    const int gr = (p->rows + MT_ROWS - 1) / MT_ROWS;
+    pl->nt = p->T <= 16 || (long)gr * ((p->T + 31) / 32) < 2L * n_sm ? 2 : 4;
+    pl->gx = (p->T + 8 * pl->nt - 1) / (8 * pl->nt);
+    pl->gy = gr;
+    return pl->gy <= 65535;
+}
+
+extern "C" cudaError_t sdc_mt_launch(const sdc_mq_plan *pl, const sdc_mm_params *p, const sdc_dev *d) {
+    const dim3 grid((unsigned)pl->gx, (unsigned)pl->gy);
+    if (pl->nt == 2) return sdc_launch(d, mt_pick<2>(p->sdt), grid, MT_WARPS * 32, MtT<2>::SMEM, *p, pl->nj);
+    return sdc_launch(d, mt_pick<4>(p->sdt), grid, MT_WARPS * 32, MtT<4>::SMEM, *p, pl->nj);
+}
