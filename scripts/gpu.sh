@@ -67,6 +67,8 @@
 #   prefill   a 512-token prompt's prefill on the 8B shape (specdec bench's classic prefill line) under
 #             each SPECDEC_CUDA_MMA of PREFILL_MODES (default 0 1 2), alternated; the ids of 32 greedy
 #             tokens identical under all; llama.cpp's pp512 on the same shape (with peer)
+#   pfstep    Nsight Compute's duration of every kernel of a 512-token prefill on the 8B shape, summed by
+#             kernel (pfstep_8b.md; PFSTEP_MMA, default 2: the SPECDEC_CUDA_MMA it runs under)
 #   kprof     Nsight Compute counters (speed of light, warp stalls, memory) of one decode layer's kernels on
 #             the inflated 8B shape (KPROF_RE, KPROF_SKIP, KPROF_COUNT; kprof_8b.txt)
 #   envab     classic decode tok/s of the inflated 8B shape (ENVAB_MODEL) under each of ENVAB_SETS (words
@@ -239,6 +241,20 @@ if has step; then   # every kernel of a few decode steps, each one's own duratio
       log "step $tag $bt: $(grep -c gpu__time_duration "$OUT/step_${tag}_$bt.csv") kernels profiled; $(tail -1 "$OUT/step_${tag}_$bt.md")"
     done
   done
+fi
+
+if has pfstep; then   # every kernel of a 512-token prefill on the 8B shape, each one's own duration (ncu
+                     # serializes them; clocks left alone), summed by kernel (pfstep_8b.md), under
+                     # SPECDEC_CUDA_MMA=PFSTEP_MMA (default 2)
+  D=/tmp/inflated-qwen3-8b
+  if inflated "$D"; then
+    [ -s /tmp/pp512.txt ] || bash bench/prompt_of_tokens.sh "$BIN" "$D" 512 /tmp/pp512
+    SPECDEC_CUDA_MMA=${PFSTEP_MMA:-2} run_to 500 "$OUT/pfstep_8b.csv" ncu --clock-control none --metrics gpu__time_duration.sum \
+      --csv --print-units base "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 1 --ignore-eos
+    awk -F'","' -f bench/ncu_prefill.awk "$OUT/pfstep_8b.csv" > "$OUT/pfstep_8b.md" 2>&1
+    log "pfstep 8B (mma ${PFSTEP_MMA:-2}): $(tail -1 "$OUT/pfstep_8b.md"); $(sed -n 3,7p "$OUT/pfstep_8b.md" | tr '\n' ' ')"
+    gzip -f "$OUT/pfstep_8b.csv"
+  fi
 fi
 
 if has kprof; then   # hardware counters of one decode layer's kernels on the inflated 8B shape (ncu; clocks
