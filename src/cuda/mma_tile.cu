@@ -20,9 +20,8 @@
  *     the fragment loads of 8 tokens then hit 32 distinct banks). Each stage is copied verbatim,
  *     so a granule f sits at its place in the run's swizzle (mm_swz: granule f of run r at
  *     (f & 7) ^ (r & 7), and r & 7 = b).
- *   - The mma accumulator starts at 0x4B400000 (1.5 * 2^23 as a float's bits): the chunk's sum I
- *     (|I| <= 32 * 15 * 127 < 2^22) comes back as the bits of the float 1.5 * 2^23 + I, and one
- *     exact subtraction gives (float) I, at full rate.
+ *   - The mma accumulator starts at MM_I8_BIAS (mm_core.cuh): the chunk's sum comes back biased
+ *     and one exact subtraction gives (float) I, at full rate (mm_i8_float).
  * A row's float operations are mma_i4.cu's: per chunk acc = fmaf(s, I * d, acc), acc = fmaf(b,
  * dY, acc), chained over each class's chunks in ascending order, the classes summed as the xor
  * butterfly. */
@@ -40,7 +39,6 @@ constexpr int MT_JB = 4;                     /* runs (values of j) of a stage */
 constexpr int MT_NS = 3;                     /* stages in the ring */
 constexpr int MT_REC = 176;                  /* a token's bytes in a stage per run */
 constexpr int MT_XB = 128;                   /* of which codes; then (d, dY) of the run's 4 chunks */
-constexpr uint32_t MT_MAGIC = 0x4B400000u;   /* 1.5 * 2^23 */
 
 template <int NT> struct MtT {
     static constexpr int TOK = 8 * NT;                       /* tokens of a block */
@@ -57,12 +55,12 @@ SDC_D void mt_cp16(void *dst, const void *src) {
 SDC_D void mt_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> SDC_D void mt_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
-/* d = A . B + (1.5 * 2^23 as bits) */
+/* d = A . B + MM_I8_BIAS (mm_core.cuh: mm_i8_float turns it into the float of the sum) */
 SDC_D void mt_mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%10,%10,%10,%10};\n"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(MT_MAGIC));
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(MM_I8_BIAS));
 }
 
 /* The float of a scale or bias of dtype SDT (the values sdc_wordf gives). */
@@ -161,7 +159,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_param
                         for (int k = 0; k < 4; k++) {
                             const float sc = k < 2 ? s0[jj] : s1[jj], bi = k < 2 ? b0[jj] : b1[jj];
                             const float2 e = (k & 1) ? e1 : e0;
-                            const float I = __fsub_rn(__int_as_float(d[k]), 12582912.0f);
+                            const float I = mm_i8_float(d[k]);
                             float &a = v[4 * n + k];
                             a = fmaf(sc, __fmul_rn(I, e.x), a);
                             a = fmaf(bi, e.y, a);
