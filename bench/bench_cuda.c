@@ -6,7 +6,7 @@
  * the device-to-device copy bandwidth measured first ((read + write bytes) / time of a 1 GiB
  * copy; benchmarking.md). Random weights of the Qwen3 shapes (never zeros).
  *
- *   ./build/bench_cuda [--quick | --profile | --attn | --matmul S:F ...] [--arm-b generic|stream|mma|mma_tile] [--device N]
+ *   ./build/bench_cuda [--quick | --profile | --attn | --matmul S:F ... [--wide]] [--arm-b generic|stream|mma|mma_tile] [--device N]
  *
  * prints, as Markdown tables:
  *   - device, load average, copy bandwidth (median, min, max of 15 copies);
@@ -26,6 +26,7 @@
  *   - the cost of one launch, eager and inside a replayed recording;
  *   - bitwise batch-invariance self-checks (a row alone vs the same row in T = 2..64 calls, the
  *     fused LM head vs argmax of the logits, attention rows alone vs T = 16), PASS / FAIL.
+ * --wide (with --matmul): those tables at T = 1, 16, 32, 64 only, nothing after them.
  * --quick: the embedded and 8B shapes, 4-bit and bf16, T = 1, 2, 4, 8, 16 (a shorter run).
  * --matmul S:F (repeatable): only the matmul tables of shape S (0 embedded, 1 1.7B, 2 8B, 3 32B)
  * and format F (0 q4g64, 1 q8g64, 2 bf16, 3 q4g64 int8, 4 q8g64 int8), T = 1..6, 8, 16, 32, 64, then the fused
@@ -544,12 +545,13 @@ static void profile_run(void) {
 }
 
 int main(int argc, char **argv) {
-    bool quick = false, profile = false, attn_only = false;
+    bool quick = false, profile = false, attn_only = false, wide = false;
     sd_backend_opts o;
     memset(&o, 0, sizeof o);
     int only[16][2], nonly = 0;   /* --matmul S:F: only these matmul tables */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--wide")) wide = true;
         else if (!strcmp(argv[i], "--profile")) profile = true;
         else if (!strcmp(argv[i], "--attn")) attn_only = true;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) o.device = atoi(argv[++i]);
@@ -567,7 +569,7 @@ int main(int argc, char **argv) {
                  only[nonly][0] < 4 && only[nonly][1] >= 0 && only[nonly][1] < NFMTS) {
             nonly++;
             i++;
-        } else die("usage", "bench_cuda [--quick | --profile | --attn | --matmul SHAPE:FORMAT ...] [--arm-b generic|stream|mma|mma_tile] [--device N]");
+        } else die("usage", "bench_cuda [--quick | --profile | --attn | --matmul SHAPE:FORMAT ... [--wide]] [--arm-b generic|stream|mma|mma_tile] [--device N]");
     }
     if (sd_backend_create("cuda", &o, &G, &E) != SPECDEC_OK) die("cuda backend", E.msg);
     S = sd_cuda_stream(G);
@@ -603,6 +605,9 @@ int main(int argc, char **argv) {
     const int Tn[] = {1, 2, 3, 4, 5, 6, 8, 16, 32, 64};   /* --matmul: every verify width of K = 2..5, and beyond */
     if (attn_only) {
         bench_attention();
+    } else if (nonly && wide) {   /* the named tables at T = 1, 16, 32, 64 only (the tensor-core kernels' widths) */
+        const int Tw[] = {1, 16, 32, 64};
+        for (int k = 0; k < nonly; k++) bench_matmul(&SHAPES[only[k][0]], &FMTS[only[k][1]], Tw, 4);
     } else if (nonly) {   /* the named tables at T = 1..6, 8, 16, 32, 64, the fused LM head's after them */
         for (int k = 0; k < nonly; k++) bench_matmul(&SHAPES[only[k][0]], &FMTS[only[k][1]], Tn, 10);
         bench_lm_argmax();

@@ -63,7 +63,7 @@
 #             twice (with ab among the phases)
 #   mma       the tensor-core kernels (mma_i4.cu's on by default, mma_tile.cu's as SPECDEC_CUDA_MMA=2):
 #             bench_cuda --arm-b MMA_ARM (default mma; mma_tile: the two kernels) on the 8B shape's
-#             int8 matrices, exact.sh with each of MMA_MODES (default 1 2) on (the 1.7B shape, K = 16)
+#             int8 matrices (MMA_WIDE=1: at T = 1, 16, 32, 64 only), exact.sh with each of MMA_MODES (default 1 2) on (the 1.7B shape, K = 16)
 #   prefill   a 512-token prompt's prefill on the 8B shape (specdec bench's classic prefill line) under
 #             each SPECDEC_CUDA_MMA of PREFILL_MODES (default 0 1 2), alternated; the ids of 32 greedy
 #             tokens identical under all; llama.cpp's pp512 on the same shape (with peer)
@@ -407,7 +407,7 @@ fi
 if has mma; then   # mma_i4.cu's tensor-core kernel (SPECDEC_CUDA_MMA=1, the default): the 8B shape's int8 matmul
                   # tables with it as arm b, and exact.sh with it on, on the 1.7B shape at K = 16
   # (MMA_BENCH=0: not the tables, e.g. when an earlier call of the same lease ran them)
-  [ "${MMA_BENCH:-1}" = 1 ] && [ -x build-gpu/bench_cuda ] && run_to 400 "$OUT/mma_bench.md" build-gpu/bench_cuda --arm-b "${MMA_ARM:-mma}" --matmul 2:3
+  [ "${MMA_BENCH:-1}" = 1 ] && [ -x build-gpu/bench_cuda ] && run_to 400 "$OUT/mma_bench.md" build-gpu/bench_cuda --arm-b "${MMA_ARM:-mma}" --matmul 2:3 ${MMA_WIDE:+--wide}
   # the 1.7B shape's rows (2048 columns) reach the kernel, the embedded pair's (384) do not; K = 16
   # verifies 16 rows, and the prompts' prefill takes it where they have 16 tokens or more
   for mm in ${MMA_MODES:-1 2}; do
