@@ -132,12 +132,12 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         sd_cuda_gi_preload(pre0);
         sd_cuda_gi_early(early0);
     }
-    /* the tensor-core kernels at T >= 16 (mode 1 mma_i4.cu's, 2 mma_tile.cu's): the row alone's
-     * bits, and taken where they apply (int8 4-bit rows of whole 1024-column runs, a group of 32
-     * to 1024) */
-    for (int mode = 1; mode <= 2; mode++) {
-        const char *kn = mode == 1 ? "mma_i4.cu" : "mma_tile.cu";
-        const int mq0 = sd_cuda_mma(mode);
+    /* the tensor-core kernels at T >= 16 (pass 1 mma_i4.cu's; 2 and 3 mma_tile.cu's, its blocks
+     * of 32 and of 16 tokens whatever the shape): the row alone's bits, and taken where they apply
+     * (int8 4-bit rows of whole 1024-column runs, a group of 32 to 1024) */
+    for (int mode = 1; mode <= 3; mode++) {
+        const char *kn = mode == 1 ? "mma_i4.cu" : mode == 2 ? "mma_tile.cu (32 tokens a block)" : "mma_tile.cu (16 tokens)";
+        const int mq0 = sd_cuda_mma(mode == 1 ? 1 : 2), nt0 = sd_cuda_mma_tile_tokens(mode == 2 ? 4 : 2);
         const long taken0 = sd_cuda_mma_taken();
         const int Tm[] = {16, 17, 24, 31, 33, 64};
         const int nt = (int)(sizeof Tm / sizeof Tm[0]);
@@ -146,6 +146,7 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
             CHECK(diff == 0, "%s: %d of %d rows at T = %d differ between %s's kernel and the row alone", what, diff, T, T, kn);
         }
         sd_cuda_mma(mq0);
+        sd_cuda_mma_tile_tokens(nt0);
         const int grp = h->m.group;
         const bool applies = g == G8 && sd_i8_applies(&h->m) && h->m.bits == 4 && cols % 1024 == 0 && grp >= 32 &&
                              grp <= 1024 && (grp & (grp - 1)) == 0;

@@ -52,6 +52,9 @@ long sd_cuda_mlp_taken(void);
  * operands staged), 0 the tiled dp4a kernel (SPECDEC_CUDA_MMA=0, 1 or 2 at backend creation; A/B
  * runs; any other value is 1). Same bits in every mode. Returns the setting before. */
 int sd_cuda_mma(int mode);
+/* Tests: mma_tile.cu's tokens a block, 8 x nt (2 or 4), whatever the call's shape; 0 (the
+ * default) its rule (32, or 16 where 32 leaves most of the GPU idle). Returns the setting before. */
+int sd_cuda_mma_tile_tokens(int nt);
 /* Tests: how many matmuls the process has queued on mma_i4.cu's kernel so far. */
 long sd_cuda_mma_taken(void);
 /* The int8 norm preparation (matmul.cu's i8_prep_norm_kernel): 1 (the default) a token's quads

@@ -210,11 +210,18 @@ extern "C" cudaError_t sdc_mt_init(void) {
     return cudaSuccess;
 }
 
+static int g_mt_nt = 0;   /* sd_cuda_mma_tile_tokens: 0 the rule below, else 8 x this tokens a block */
+extern "C" int sd_cuda_mma_tile_tokens(int nt) {
+    const int was = g_mt_nt;
+    g_mt_nt = nt == 2 || nt == 4 ? nt : 0;
+    return was;
+}
+
 extern "C" int sdc_mt_plan_for(const sdc_mm_params *p, int lma, int n_sm, sdc_mq_plan *pl) {
     if (!sdc_mq_plan_for(p, lma, pl) || (((uintptr_t)p->xq | (uintptr_t)p->xsd) & 15u) != 0) return 0;   /* cp.async: 16-byte copies */
     /* 32 tokens a block, or 16 where that leaves most of the GPU idle (the 1024-row k and v) */
     const int gr = (p->rows + MT_ROWS - 1) / MT_ROWS;
-    pl->nt = p->T <= 16 || (long)gr * ((p->T + 31) / 32) < 2L * n_sm ? 2 : 4;
+    pl->nt = g_mt_nt ? g_mt_nt : p->T <= 16 || (long)gr * ((p->T + 31) / 32) < 2L * n_sm ? 2 : 4;
     pl->gx = (p->T + 8 * pl->nt - 1) / (8 * pl->nt);
     pl->gy = gr;
     return pl->gy <= 65535;
