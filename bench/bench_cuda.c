@@ -252,8 +252,8 @@ static const shape SHAPES[] = {
 
 /* The second arm of the matmul tables (--arm-b): the generic picks, without gemv_i4.cu's kernel
  * (SD_CUDA_MM_GENERIC, the default), or the streaming kernel where it applies (SD_CUDA_MM_STREAM). */
-/* arm b: the default picks with mma_i4.cu's kernel (sd_cuda_mma) for T >= 16 (ARM_MMA), or with
- * mma_tile.cu's against mma_i4.cu's as arm a (ARM_MMA2) */
+/* arm b: the default picks with the tensor-core kernels (sd_cuda_mma 3) for T >= 16 against
+ * without them (ARM_MMA), or mma_tile.cu's kernel against mma_i4.cu's as arm a (ARM_MMA2) */
 enum { ARM_MMA = -1, ARM_MMA2 = -2 };
 static bool arm_mma(int a) { return a == ARM_MMA || a == ARM_MMA2; }
 static int arm_b = SD_CUDA_MM_GENERIC;
@@ -272,7 +272,7 @@ static void time_arms(mm_ctx *c, int k, timing *dflt, timing *other) {
     const int mq0 = sd_cuda_mma(arm_b == ARM_MMA2 ? 1 : 0);
     if (!arm_mma(arm_b)) sd_cuda_mma(mq0);
     run_batch(&a);
-    if (arm_mma(arm_b)) sd_cuda_mma(arm_b == ARM_MMA2 ? 2 : 1);
+    if (arm_mma(arm_b)) sd_cuda_mma(arm_b == ARM_MMA2 ? 2 : 3);
     else sd_cuda_matmul_kernels(arm_b);
     run_batch(&b);
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);

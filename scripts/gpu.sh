@@ -61,11 +61,11 @@
 #   attnab    bench_cuda --matmul 0:3 (the embedded shape's int8 matmuls, then the fused LM head's
 #             and the attention's tables) of this build and of ab's earlier commit, alternated
 #             twice (with ab among the phases)
-#   mma       the tensor-core kernels (mma_i4.cu's on by default, mma_tile.cu's as SPECDEC_CUDA_MMA=2):
+#   mma       the tensor-core kernels (SPECDEC_CUDA_MMA=1 mma_i4.cu's, 2 mma_tile.cu's, 3 by shape, the default):
 #             bench_cuda --arm-b MMA_ARM (default mma; mma_tile: the two kernels) on the 8B shape's
 #             int8 matrices (MMA_WIDE=1: at T = 1, 16, 32, 64 only), exact.sh with each of MMA_MODES (default 1 2) on (the 1.7B shape, K = 16)
 #   prefill   a 512-token prompt's prefill on the 8B shape (specdec bench's classic prefill line) under
-#             each SPECDEC_CUDA_MMA of PREFILL_MODES (default 0 1 2), alternated; the ids of 32 greedy
+#             each SPECDEC_CUDA_MMA of PREFILL_MODES (default 0 1 2 3), alternated; the ids of 32 greedy
 #             tokens identical under all; llama.cpp's pp512 on the same shape (with peer)
 #   pfstep    Nsight Compute's duration of every kernel of a 512-token prefill on the 8B shape, summed by
 #             kernel (pfstep_8b.md; PFSTEP_MMA, default 2: the SPECDEC_CUDA_MMA it runs under)
@@ -404,7 +404,7 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
   done
 fi
 
-if has mma; then   # mma_i4.cu's tensor-core kernel (SPECDEC_CUDA_MMA=1, the default): the 8B shape's int8 matmul
+if has mma; then   # the tensor-core kernels (SPECDEC_CUDA_MMA, 3 by default): the 8B shape's int8 matmul
                   # tables with it as arm b, and exact.sh with it on, on the 1.7B shape at K = 16
   # (MMA_BENCH=0: not the tables, e.g. when an earlier call of the same lease ran them)
   [ "${MMA_BENCH:-1}" = 1 ] && [ -x build-gpu/bench_cuda ] && run_to 400 "$OUT/mma_bench.md" build-gpu/bench_cuda --arm-b "${MMA_ARM:-mma}" --matmul 2:3 ${MMA_WIDE:+--wide}
@@ -452,20 +452,20 @@ if has prefill; then   # prefill of a 512-token prompt on the 8B shape: specdec 
     bash bench/prompt_of_tokens.sh "$BIN" "$D" 512 /tmp/pp512   # /tmp/pp512.txt, /tmp/pp512.jsonl (id p512)
     : > "$OUT/prefill.txt"
     for r in $(seq 1 ${PREFILL_ROUNDS:-3}); do
-      for a in ${PREFILL_MODES:-0 1 2}; do
+      for a in ${PREFILL_MODES:-0 1 2 3}; do
         SPECDEC_CUDA_MMA=$a run_to 200 /tmp/pf.md "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/pp512.jsonl \
           -n 16 --block-size 4 --repeats 5 --ignore-eos
         echo "round $r mma $a: $(grep -m1 '^classic prefill' /tmp/pf.md)" >> "$OUT/prefill.txt"
       done
     done
     # the guard: the same 32 tokens after the 512-token prompt under every mode
-    ok=1; pm=(${PREFILL_MODES:-0 1 2})
+    ok=1; pm=(${PREFILL_MODES:-0 1 2 3})
     for a in "${pm[@]}"; do
       SPECDEC_CUDA_MMA=$a timeout 120 "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 32 --ignore-eos \
         --ids-out /tmp/pp_ids_$a.json > /dev/null 2>> "$OUT/prefill.txt"
       [ -s /tmp/pp_ids_$a.json ] && cmp -s /tmp/pp_ids_$a.json /tmp/pp_ids_${pm[0]}.json || ok=0
     done
-    if [ $ok = 1 ]; then log "prefill 8B guard: ids identical under SPECDEC_CUDA_MMA=${PREFILL_MODES:-0 1 2}"
+    if [ $ok = 1 ]; then log "prefill 8B guard: ids identical under SPECDEC_CUDA_MMA=${PREFILL_MODES:-0 1 2 3}"
     else log "prefill 8B guard: FAILED (ids differ or missing)"; fi
     log "prefill 8B: $(grep '^round' "$OUT/prefill.txt" | sed 's/classic prefill, tok\/s median \[min, max\] (prompt tokens)://' | tr '\n' ';')"
     if [ -x /tmp/peer-cuda/bin/llama-bench ]; then

@@ -904,14 +904,15 @@ int main(void) {
      * adds, and the preparations that let it start early) and under the generic picks (gemv.cu's
      * kernel where the default takes gemv_i4.cu's) */
 #ifdef SPECDEC_HAVE_CUDA
-    const int mma0 = sd_cuda_mma(1);
+    const int mma0 = sd_cuda_mma(3);
 #endif
     /* km 3: the default picks without a tensor-core kernel (T = 33: the tiled one); km 4: with
-     * mma_tile.cu's in place of mma_i4.cu's */
+     * mma_tile.cu's for every call it takes (the default's rule gives these small matrices
+     * mma_i4.cu's) */
     for (int km = 0; km < 5; km++) {
 #ifdef SPECDEC_HAVE_CUDA
     sd_cuda_matmul_kernels(km == 1 ? SD_CUDA_MM_STREAM : km == 2 ? SD_CUDA_MM_GENERIC : SD_CUDA_MM_GEMV);
-    sd_cuda_mma(km == 3 ? 0 : km == 4 ? 2 : 1);
+    sd_cuda_mma(km == 3 ? 0 : km == 4 ? 2 : 3);
 #else
     if (km) break;
 #endif

@@ -48,9 +48,10 @@ void sd_cuda_mlp_fuse(int mode);
 /* Tests: how many MLP blocks the process has queued as the fused launch so far. */
 long sd_cuda_mlp_taken(void);
 /* Int8 matmuls of 4-bit rows of whole 1024-column runs at T >= 16 (prefill chunks, wide
- * verifies): 1 (the default) mma_i4.cu's tensor-core kernel, 2 mma_tile.cu's (the same with its
- * operands staged), 0 the tiled dp4a kernel (SPECDEC_CUDA_MMA=0, 1 or 2 at backend creation; A/B
- * runs; any other value is 1). Same bits in every mode. Returns the setting before. */
+ * verifies): 3 (the default) a tensor-core kernel picked by the call's shape (matmul.cu), 1
+ * mma_i4.cu's always, 2 mma_tile.cu's (its operands staged) always, 0 the tiled dp4a kernel
+ * (SPECDEC_CUDA_MMA=0..3 at backend creation; A/B runs; any other value is 3). Same bits in
+ * every mode. Returns the setting before. */
 int sd_cuda_mma(int mode);
 /* Tests: mma_tile.cu's tokens a block, 8 x nt (2 or 4), whatever the call's shape; 0 (the
  * default) its rule (32, or 16 where 32 leaves most of the GPU idle). Returns the setting before. */

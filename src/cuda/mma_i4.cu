@@ -24,7 +24,9 @@
  *
  * Measured on an H100 (docs/benchmarks/cuda-prefill-mma-h100-2026-12-07.md): 0.70-0.85x the
  * tiled kernel's time on the 8B shape's layer matrices and LM head at T = 16, 32, 64, and a
- * 512-token prefill 1.43x faster; on by default (sd_cuda_mma, SPECDEC_CUDA_MMA=0 turns it off).
+ * 512-token prefill 1.43x faster. The default's rule (matmul.cu) now gives it the calls of 16 to 31
+ * tokens and of matrices under 2048 rows; mma_tile.cu's kernel, the same computation staged, the
+ * rest.
  * Its tensor cores still idle most of the time (16 tokens a warp, every operand straight from
  * global memory): llama.cpp's pp512 on the same shape ran 6x faster. */
 #include "cuda/mma_i4.h"
