@@ -6,7 +6,7 @@
  * the device-to-device copy bandwidth measured first ((read + write bytes) / time of a 1 GiB
  * copy; benchmarking.md). Random weights of the Qwen3 shapes (never zeros).
  *
- *   ./build/bench_cuda [--quick | --profile | --attn | --matmul S:F ... [--wide]] [--arm-b generic|stream|mma|mma_tile] [--device N]
+ *   ./build/bench_cuda [--quick | --profile | --attn | --matmul S:F ... [--wide]] [--arm-b generic|stream|mma|mma_tile|mma_tile_w] [--device N]
  *
  * prints, as Markdown tables:
  *   - device, load average, copy bandwidth (median, min, max of 15 copies);
@@ -17,7 +17,8 @@
  *     without gemv_i4.cu's kernel, by default; stream, the streaming kernel of stream.cu; mma,
  *     the default picks with mma_i4.cu's tensor-core kernel against the same without it (the
  *     tiled kernel from T = 16 on), both arms at every T; mma_tile, mma_tile.cu's kernel against
- *     mma_i4.cu's, both arms at every T),
+ *     mma_i4.cu's, both arms at every T; mma_tile_w, mma_tile.cu's with its weights staged against
+ *     without),
  *     recorded once each and their replays alternated, 15 of each; then per model and format
  *     the matmul time of one decode step (all layers + LM head, T = 1) against its floor, both arms;
  *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and on the second arm;
@@ -254,11 +255,15 @@ static const shape SHAPES[] = {
  * (SD_CUDA_MM_GENERIC, the default), or the streaming kernel where it applies (SD_CUDA_MM_STREAM). */
 /* arm b: the default picks with the tensor-core kernels (sd_cuda_mma 3) for T >= 16 against
  * without them (ARM_MMA), or mma_tile.cu's kernel against mma_i4.cu's as arm a (ARM_MMA2) */
-enum { ARM_MMA = -1, ARM_MMA2 = -2 };
-static bool arm_mma(int a) { return a == ARM_MMA || a == ARM_MMA2; }
+enum { ARM_MMA = -1, ARM_MMA2 = -2, ARM_MMA4 = -3 };   /* ARM_MMA4: mma_tile.cu with its weights staged against without */
+static bool arm_mma(int a) { return a == ARM_MMA || a == ARM_MMA2 || a == ARM_MMA4; }
 static int arm_b = SD_CUDA_MM_GENERIC;
 static const char *arm_b_name(void) {
-    return arm_b == SD_CUDA_MM_STREAM ? "streaming" : arm_b == ARM_MMA ? "mma" : arm_b == ARM_MMA2 ? "mma_tile" : "generic";
+    return arm_b == SD_CUDA_MM_STREAM ? "streaming"
+           : arm_b == ARM_MMA         ? "mma"
+           : arm_b == ARM_MMA2        ? "mma_tile"
+           : arm_b == ARM_MMA4        ? "mma_tile_w"
+                                      : "generic";
 }
 
 /* Both arms of one (matrix, T): the default pick (sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV)) and
@@ -269,10 +274,10 @@ static void time_arms(mm_ctx *c, int k, timing *dflt, timing *other) {
     batch a = {issue_mm, c, k, next_key++}, b = {issue_mm, c, k, next_key++};
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
     /* arm a: the picks as set (without the mma kernel when it is arm b) */
-    const int mq0 = sd_cuda_mma(arm_b == ARM_MMA2 ? 1 : 0);
+    const int mq0 = sd_cuda_mma(arm_b == ARM_MMA2 ? 1 : arm_b == ARM_MMA4 ? 2 : 0);
     if (!arm_mma(arm_b)) sd_cuda_mma(mq0);
     run_batch(&a);
-    if (arm_mma(arm_b)) sd_cuda_mma(arm_b == ARM_MMA2 ? 2 : 3);
+    if (arm_mma(arm_b)) sd_cuda_mma(arm_b == ARM_MMA2 ? 2 : arm_b == ARM_MMA4 ? 4 : 3);
     else sd_cuda_matmul_kernels(arm_b);
     run_batch(&b);
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
@@ -296,7 +301,7 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
     const int per_layer[6] = {1, 2, 1, 2, 1, 0};
     double step_t = 0, step_old = 0, step_floor = 0;
     sd_cuda_set_int8(G, f->int8);
-    const char *an = arm_b == ARM_MMA ? "without mma" : arm_b == ARM_MMA2 ? "mma_i4" : "default";
+    const char *an = arm_b == ARM_MMA ? "without mma" : arm_b == ARM_MMA2 ? "mma_i4" : arm_b == ARM_MMA4 ? "mma_tile" : "default";
     printf("| %s %s | rows x cols | MB | T | %s us median (min-max) | %s us median (min-max) | GB/s | x floor | x T=1 | "
            "%s / %s |\n", sh->name, f->name, an, arm_b_name(), arm_b_name(), an);
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -557,11 +562,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) o.device = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arm-b") && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "generic") || !strcmp(argv[i + 1], "stream") || !strcmp(argv[i + 1], "mma") ||
-                  !strcmp(argv[i + 1], "mma_tile"))) {
+                  !strcmp(argv[i + 1], "mma_tile") || !strcmp(argv[i + 1], "mma_tile_w"))) {
             i++;
             arm_b = !strcmp(argv[i], "stream")     ? SD_CUDA_MM_STREAM
                     : !strcmp(argv[i], "mma")      ? ARM_MMA
                     : !strcmp(argv[i], "mma_tile") ? ARM_MMA2
+                    : !strcmp(argv[i], "mma_tile_w") ? ARM_MMA4
                                                    : SD_CUDA_MM_GENERIC;
         }
         else if (!strcmp(argv[i], "--matmul") && i + 1 < argc && nonly < 16 &&
@@ -569,7 +575,7 @@ int main(int argc, char **argv) {
                  only[nonly][0] < 4 && only[nonly][1] >= 0 && only[nonly][1] < NFMTS) {
             nonly++;
             i++;
-        } else die("usage", "bench_cuda [--quick | --profile | --attn | --matmul SHAPE:FORMAT ... [--wide]] [--arm-b generic|stream|mma|mma_tile] [--device N]");
+        } else die("usage", "bench_cuda [--quick | --profile | --attn | --matmul SHAPE:FORMAT ... [--wide]] [--arm-b generic|stream|mma|mma_tile|mma_tile_w] [--device N]");
     }
     if (sd_backend_create("cuda", &o, &G, &E) != SPECDEC_OK) die("cuda backend", E.msg);
     S = sd_cuda_stream(G);

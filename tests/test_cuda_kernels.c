@@ -133,12 +133,17 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         sd_cuda_gi_early(early0);
     }
     /* the tensor-core kernels at T >= 16 (pass 1 mma_i4.cu's; 2 and 3 mma_tile.cu's, its blocks
-     * of 32 and of 16 tokens whatever the shape): the row alone's bits, and taken where they apply
-     * (int8 4-bit rows of whole 1024-column runs, a group of 32 to 1024) */
-    for (int mode = 1; mode <= 3; mode++) {
-        const char *kn = mode == 1 ? "mma_i4.cu" : mode == 2 ? "mma_tile.cu (32 tokens a block)" : "mma_tile.cu (16 tokens)";
-        const int mq0 = sd_cuda_mma(mode == 1 ? 1 : 2), nt0 = sd_cuda_mma_tile_tokens(mode == 2 ? 4 : 2);
-        const long taken0 = sd_cuda_mma_taken();
+     * of 32 and of 16 tokens whatever the shape; 4 and 5 the same with its weights staged): the row
+     * alone's bits, and taken where they apply (int8 4-bit rows of whole 1024-column runs, a group
+     * of 32 to 1024; the weights staged where the scales' rows are whole 16-byte windows, else
+     * the activations alone) */
+    for (int mode = 1; mode <= 5; mode++) {
+        const char *kns[5] = {"mma_i4.cu", "mma_tile.cu (32 tokens a block)", "mma_tile.cu (16 tokens)",
+                              "mma_tile.cu staged weights (32 tokens)", "mma_tile.cu staged weights (16 tokens)"};
+        const char *kn = kns[mode - 1];
+        const int mq0 = sd_cuda_mma(mode == 1 ? 1 : mode <= 3 ? 2 : 4),
+                  nt0 = sd_cuda_mma_tile_tokens(mode == 2 || mode == 4 ? 4 : 2);
+        const long taken0 = sd_cuda_mma_taken(), staged0 = sd_cuda_mma_staged_taken();
         const int Tm[] = {16, 17, 24, 31, 33, 64};
         const int nt = (int)(sizeof Tm / sizeof Tm[0]);
         for (int k = 0; k < nt; k++) {
@@ -153,6 +158,11 @@ static void mm_case(sd_backend *g, sd_backend *r, hmat *h, const float *x, float
         const long taken = sd_cuda_mma_taken() - taken0;
         CHECK(taken == (applies ? nt : 0), "%s: %s's kernel took %ld of %d calls, expected %d", what, kn, taken, nt,
               applies ? nt : 0);
+        /* the weights staged: rows of scales of whole 16-byte windows (the arrays are allocations
+         * of their own, so aligned) */
+        const size_t sbytes = (size_t)(cols / (grp > 0 ? grp : 1)) * (h->m.dtype == SPECDEC_DTYPE_F32 ? 4 : 2);
+        const long staged = sd_cuda_mma_staged_taken() - staged0, want = mode >= 4 && applies && sbytes % 16 == 0 ? nt : 0;
+        CHECK(staged == want, "%s: %s: %ld of %d calls with the weights staged, expected %ld", what, kn, staged, nt, want);
     }
 #endif
 
@@ -908,11 +918,11 @@ int main(void) {
 #endif
     /* km 3: the default picks without a tensor-core kernel (T = 33: the tiled one); km 4: with
      * mma_tile.cu's for every call it takes (the default's rule gives these small matrices
-     * mma_i4.cu's) */
-    for (int km = 0; km < 5; km++) {
+     * mma_i4.cu's); km 5: the same with its weights staged */
+    for (int km = 0; km < 6; km++) {
 #ifdef SPECDEC_HAVE_CUDA
     sd_cuda_matmul_kernels(km == 1 ? SD_CUDA_MM_STREAM : km == 2 ? SD_CUDA_MM_GENERIC : SD_CUDA_MM_GEMV);
-    sd_cuda_mma(km == 3 ? 0 : km == 4 ? 2 : 3);
+    sd_cuda_mma(km == 3 ? 0 : km == 4 ? 2 : km == 5 ? 4 : 3);
 #else
     if (km) break;
 #endif

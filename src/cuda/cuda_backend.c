@@ -600,8 +600,8 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     if (afv && (afv[0] == '0' || afv[0] == '1') && !afv[1]) sd_cuda_attention_fuse(afv[0] - '0');
     const char *nbv = getenv("SPECDEC_CUDA_NORM_BLOCKS");   /* 0: the int8 norm preparation in one block a token (A/B runs) */
     if (nbv && (!strcmp(nbv, "0") || !strcmp(nbv, "1"))) sd_cuda_norm_blocks(nbv[0] == '1');
-    const char *mqv = getenv("SPECDEC_CUDA_MMA");   /* int8 calls of T >= 16: 0 no tensor-core kernel, 1 mma_i4.cu's, 2 mma_tile.cu's, 3 by shape */
-    if (mqv && mqv[0] >= '0' && mqv[0] <= '3' && !mqv[1]) sd_cuda_mma(mqv[0] - '0');
+    const char *mqv = getenv("SPECDEC_CUDA_MMA");   /* int8 calls of T >= 16: 0 no tensor-core kernel, 1 mma_i4.cu's, 2 mma_tile.cu's, 3 by shape, 4 mma_tile.cu's weights staged */
+    if (mqv && mqv[0] >= '0' && mqv[0] <= '4' && !mqv[1]) sd_cuda_mma(mqv[0] - '0');
     const char *mlv = getenv("SPECDEC_CUDA_MLP");   /* 0: the MLP block as norm_matmul_n, swiglu_matmul_add (A/B runs) */
     if (mlv && mlv[0] >= '0' && mlv[0] <= '2' && !mlv[1]) sd_cuda_mlp_fuse(mlv[0] - '0');
     specdec_status st = SPECDEC_OK;

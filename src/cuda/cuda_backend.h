@@ -49,13 +49,16 @@ void sd_cuda_mlp_fuse(int mode);
 long sd_cuda_mlp_taken(void);
 /* Int8 matmuls of 4-bit rows of whole 1024-column runs at T >= 16 (prefill chunks, wide
  * verifies): 3 (the default) a tensor-core kernel picked by the call's shape (matmul.cu), 1
- * mma_i4.cu's always, 2 mma_tile.cu's (its operands staged) always, 0 the tiled dp4a kernel
- * (SPECDEC_CUDA_MMA=0..3 at backend creation; A/B runs; any other value is 3). Same bits in
- * every mode. Returns the setting before. */
+ * mma_i4.cu's always, 2 mma_tile.cu's (its activations staged) always, 4 mma_tile.cu's with its
+ * weights, scales and biases staged too, 0 the tiled dp4a kernel (SPECDEC_CUDA_MMA=0..4 at
+ * backend creation; A/B runs; any other value is 3). Same bits in every mode. Returns the
+ * setting before. */
 int sd_cuda_mma(int mode);
 /* Tests: mma_tile.cu's tokens a block, 8 x nt (2 or 4), whatever the call's shape; 0 (the
  * default) its rule (32, or 16 where 32 leaves most of the GPU idle). Returns the setting before. */
 int sd_cuda_mma_tile_tokens(int nt);
+/* Tests: how many of those matmuls took mma_tile.cu's kernel with its weights staged. */
+long sd_cuda_mma_staged_taken(void);
 /* Tests: how many matmuls the process has queued on mma_i4.cu's kernel so far. */
 long sd_cuda_mma_taken(void);
 /* The int8 norm preparation (matmul.cu's i8_prep_norm_kernel): 1 (the default) a token's quads

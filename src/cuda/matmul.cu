@@ -324,7 +324,7 @@ int g_mlp_fuse = 1;                /* sd_cuda_mlp_fuse */
 int g_gi_early = 0;                /* sd_cuda_gi_early */
 long g_mlp_taken = 0;              /* sd_cuda_mlp_taken */
 bool g_st_ok = false;              /* the streaming kernels took their shared memory (sdc_mm_init) */
-int g_mma = 3;                     /* sd_cuda_mma: 0 off, 1 mma_i4.cu, 2 mma_tile.cu, 3 by the call's shape */
+int g_mma = 3;                     /* sd_cuda_mma: 0 off, 1 mma_i4.cu, 2 mma_tile.cu, 3 by the call's shape, 4 mma_tile.cu with its weights staged */
 long g_mq_taken = 0;               /* sd_cuda_mma_taken */
 
 cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl) {
@@ -362,9 +362,9 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
      * (docs/benchmarks/cuda-prefill-tile-h100-2026-12-07.md): mma_tile.cu took 0.57-0.80x
      * mma_i4.cu's time on the 4096- to 151936-row matrices at T = 32 and 64, but 1.11-1.57x at
      * T = 16 and 1.42-1.58x on the 1024-row k and v at any T. */
-    const bool tile = g_mma == 2 || (g_mma == 3 && p->T >= 32 && p->rows >= 2048);
+    const bool tile = g_mma == 2 || g_mma == 4 || (g_mma == 3 && p->T >= 32 && p->rows >= 2048);
     if (g_mma && g_kernels != SD_CUDA_MM_TILED &&
-        (tile ? sdc_mt_plan_for(p, lma, d->n_sm, &pl->mq) : sdc_mq_plan_for(p, lma, &pl->mq))) {
+        (tile ? sdc_mt_plan_for(p, lma, d->n_sm, g_mma == 4, &pl->mq) : sdc_mq_plan_for(p, lma, &pl->mq))) {
         pl->use_mq = true;
         pl->mq_tile = tile;
         pl->grid = pl->mq.gx;
@@ -467,7 +467,7 @@ extern "C" cudaError_t sdc_matmul(const sdc_mm_params *p0, const sdc_dev *d) {
 
 extern "C" int sd_cuda_mma(int mode) {
     const int was = g_mma;
-    g_mma = mode >= 0 && mode <= 3 ? mode : 3;
+    g_mma = mode >= 0 && mode <= 4 ? mode : 3;
     return was;
 }
 extern "C" long sd_cuda_mma_taken(void) { return g_mq_taken; }

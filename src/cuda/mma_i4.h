@@ -17,6 +17,7 @@ typedef struct sdc_mq_plan {
     int nj;            /* chunks of a row in each of its 32 classes: cols / 1024 */
     int gx, gy;        /* blocks: row tiles x token tiles (mma_tile.cu: token tiles x row tiles) */
     int nt;            /* mma_tile.cu: 8-token groups of a block */
+    int ws;            /* mma_tile.cu: the weights staged too (sd_cuda_mma mode 4) */
 } sdc_mq_plan;
 
 /* Fills *pl and returns 1 when the kernel takes the call (SDC_MM_Q4I, T >= SDC_MQ_MIN_T, not a
@@ -25,10 +26,11 @@ typedef struct sdc_mq_plan {
 int sdc_mq_plan_for(const sdc_mm_params *p, int lma, sdc_mq_plan *pl);
 cudaError_t sdc_mq_launch(const sdc_mq_plan *pl, const sdc_mm_params *p, const sdc_dev *d);
 
-/* mma_tile.cu: the same calls and bits with the operands staged (sd_cuda_mma mode 2). init: its
- * shared memory, once; plan_for: sdc_mq_plan_for's test, the tile for n_sm multiprocessors. */
+/* mma_tile.cu: the same calls and bits with the operands staged (sd_cuda_mma modes 2 and 4).
+ * init: its shared memory, once; plan_for: sdc_mq_plan_for's test, the tile for n_sm
+ * multiprocessors, ws: the weights, scales and biases staged with the activations. */
 cudaError_t sdc_mt_init(void);
-int sdc_mt_plan_for(const sdc_mm_params *p, int lma, int n_sm, sdc_mq_plan *pl);
+int sdc_mt_plan_for(const sdc_mm_params *p, int lma, int n_sm, int ws, sdc_mq_plan *pl);
 cudaError_t sdc_mt_launch(const sdc_mq_plan *pl, const sdc_mm_params *p, const sdc_dev *d);
 
 #ifdef __cplusplus

@@ -40,10 +40,18 @@ constexpr int MT_NS = 3;                     /* stages in the ring */
 constexpr int MT_REC = 176;                  /* a token's bytes in a stage per run */
 constexpr int MT_XB = 128;                   /* of which codes; then (d, dY) of the run's 4 chunks */
 
-template <int NT> struct MtT {
+constexpr int MT_WREC = 80;                  /* a block row's bytes in a stage per run (WS): 64 of codes, 16 of padding */
+
+/* WS: the weights and their scales and biases staged too (per run and block row: the 64 bytes of
+ * its 4 chunks, the aligned 16-byte windows holding the run's scales and biases), else loaded
+ * from global memory by each thread at the top of a stage. */
+template <int NT, bool WS> struct MtT {
     static constexpr int TOK = 8 * NT;                       /* tokens of a block */
     static constexpr int E = 4 * NT;                         /* a thread's sums per class */
-    static constexpr int STAGE = MT_JB * TOK * MT_REC;       /* bytes of a stage */
+    static constexpr int XST = MT_JB * TOK * MT_REC;         /* bytes of a stage's activations */
+    static constexpr int WST = WS ? MT_JB * MT_ROWS * MT_WREC : 0;   /* its weights */
+    static constexpr int SST = WS ? MT_JB * MT_ROWS * 16 : 0;        /* its scales' windows, then as much for biases */
+    static constexpr int STAGE = XST + WST + 2 * SST;        /* bytes of a stage */
     static constexpr int PART = 3 * MT_RW * E * 32 * 4;      /* bytes of the class warps' subtrees */
     static constexpr int SMEM = MT_NS * STAGE > PART ? MT_NS * STAGE : PART;
 };
@@ -63,23 +71,52 @@ SDC_D void mt_mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(MM_I8_BIAS));
 }
 
-/* The float of a scale or bias of dtype SDT (the values sdc_wordf gives). */
+/* The float of a scale or bias of dtype SDT (the values sdc_wordf gives), from global memory or
+ * from a stage's window (shared memory). */
 template <int SDT> SDC_D float mt_sc(const void *p, size_t i) {
     if constexpr (SDT == SDC_F32) return __ldg((const float *)p + i);
     const unsigned short h = __ldg((const unsigned short *)p + i);
     if constexpr (SDT == SDC_BF16) return __uint_as_float((uint32_t)h << 16);
     return __half2float(__ushort_as_half(h));
 }
+template <int SDT> SDC_D float mt_scs(const unsigned char *at) {
+    if constexpr (SDT == SDC_F32) return *(const float *)at;
+    const unsigned short h = *(const unsigned short *)at;
+    if constexpr (SDT == SDC_BF16) return __uint_as_float((uint32_t)h << 16);
+    return __half2float(__ushort_as_half(h));
+}
+
+/* The first byte of the aligned 16-byte window of a scales (or biases) array that holds the
+ * scales of run r (chunks 4r .. 4r + 3: 128 columns) of row `row`. The run's groups are 4, 2 or 1
+ * (group 32, 64, >= 128) entries of es bytes, at an offset aligned to their size (ngroups is a
+ * multiple of their count), so never more than 16 bytes and never across a window's edge. */
+SDC_D size_t mt_win(int row, int r, size_t ngroups, int gsh, int es) {
+    return (((size_t)row * ngroups + (size_t)((4 * r) >> gsh)) * (size_t)es) & ~(size_t)15;
+}
 
 /* Stage s (class step s / njb, run block s % njb) into its slot: per token of the block and run
  * j of the block, the run's 128 bytes of codes and 32 of (d, dY), 16 bytes a copy, consecutive
  * threads on consecutive bytes of a token. Tokens past T copy token T - 1 (used, never stored). */
-template <int NT>
-SDC_D void mt_stage(const sdc_mm_params &p, unsigned char *sm, int s, int njb, int nj, int t0) {
-    using C = MtT<NT>;
+template <int NT, bool WS>
+SDC_D void mt_stage(const sdc_mm_params &p, unsigned char *sm, int s, int njb, int nj, int t0, int rb0, int gsh) {
+    using C = MtT<NT, WS>;
     const int i = s / njb, jb = s - i * njb, b = sdc_mq_brev3(i), j0 = jb * MT_JB;
     const int nJ = min(MT_JB, nj - j0), n = nJ * C::TOK * 10;
     unsigned char *slot = sm + (s % MT_NS) * C::STAGE;
+    if constexpr (WS) {   /* per run and block row: 4 copies of codes, the scales' window, the biases' */
+        unsigned char *ws = slot + C::XST, *ss = ws + C::WST;
+        const size_t rowb = (size_t)p.cols / 2, ngroups = (size_t)(p.cols / p.group);
+        const int es = p.sdt == SDC_F32 ? 4 : 2, nw = nJ * MT_ROWS * 6;
+        for (int u = threadIdx.x; u < nw; u += MT_WARPS * 32) {
+            const int jr = u / 6, k = u - jr * 6, jj = jr / MT_ROWS, rr = jr - jj * MT_ROWS;
+            const int r = b + 8 * (j0 + jj), row = min(rb0 + rr, p.rows - 1);
+            if (k < 4)
+                mt_cp16(ws + jr * MT_WREC + 16 * k, (const unsigned char *)p.w + (size_t)row * rowb + (size_t)r * 64 + 16 * k);
+            else
+                mt_cp16(ss + (k - 4) * C::SST + jr * 16,
+                        (const unsigned char *)(k == 4 ? p.scales : p.biases) + mt_win(row, r, ngroups, gsh, es));
+        }
+    }
     const size_t xrow = (size_t)p.ncp * 32, srow = (size_t)p.ncp * 8;   /* a token's bytes of xq, xsd */
     for (int u = threadIdx.x; u < n; u += MT_WARPS * 32) {
         const int jt = u / 10, k = u - jt * 10, jj = jt / C::TOK, tk = jt - jj * C::TOK;
@@ -90,25 +127,28 @@ SDC_D void mt_stage(const sdc_mm_params &p, unsigned char *sm, int s, int njb, i
     }
 }
 
-template <int NT, int SDT>
+template <int NT, int SDT, bool WS>
 __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_params p, const int nj) {
-    using C = MtT<NT>;
+    using C = MtT<NT, WS>;
     extern __shared__ __align__(16) unsigned char sm[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, cw = warp & 3, rw = warp >> 2;
     const int g = lane >> 2, q = lane & 3;
     const int cc = sdc_mq_class(cw, 0) & 3;   /* the chunk of each run this warp's classes take */
-    const int t0 = blockIdx.x * C::TOK, r0 = blockIdx.y * MT_ROWS + 16 * rw;
+    const int t0 = blockIdx.x * C::TOK, rb0 = blockIdx.y * MT_ROWS, r0 = rb0 + 16 * rw;
     const int ra = min(r0 + g, p.rows - 1), rb = min(r0 + g + 8, p.rows - 1);   /* past the end: loaded, never stored */
     const size_t rw32 = (size_t)p.cols / 8, ngroups = (size_t)(p.cols / p.group);
     const uint32_t *wa = (const uint32_t *)p.w + (size_t)ra * rw32 + q, *wb = (const uint32_t *)p.w + (size_t)rb * rw32 + q;
     const size_t sa = (size_t)ra * ngroups, sb = (size_t)rb * ngroups;
     const int gsh = __ffs(p.group) - 6;   /* chunk ch lies in group ch >> gsh */
+    const int es = SDT == SDC_F32 ? 4 : 2;
+    /* WS: where rows g and g + 8's scale of group G lies in a window: (its byte offset) & 15 */
+    const int oa = (int)(((size_t)ra * ngroups * es) & 15), ob = (int)(((size_t)rb * ngroups * es) & 15);
     const int njb = (nj + MT_JB - 1) / MT_JB, S = 8 * njb;
     sdc_grid_enter();
 
 #pragma unroll
     for (int s = 0; s < MT_NS - 1; s++) {
-        if (s < S) mt_stage<NT>(p, sm, s, njb, nj, t0);
+        if (s < S) mt_stage<NT, WS>(p, sm, s, njb, nj, t0, rb0, gsh);
         mt_commit();
     }
     float v[C::E], st[3][C::E];
@@ -126,7 +166,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_param
             float s0[MT_JB], s1[MT_JB], b0[MT_JB], b1[MT_JB];
 #pragma unroll
             for (int jj = 0; jj < MT_JB; jj++) {
-                if (jj < nJ) {
+                if (!WS && jj < nJ) {
                     const int ch = 4 * (b + 8 * (j0 + jj)) + cc;
                     const size_t gi = (size_t)(ch >> gsh);
                     w0[jj] = __ldg(wa + 4 * ch);
@@ -139,12 +179,23 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_param
             }
             mt_wait<MT_NS - 2>();   /* this thread's copies of stage s have landed */
             __syncthreads();        /* everyone's have, and stage s - 1's slot is free */
-            if (s + MT_NS - 1 < S) mt_stage<NT>(p, sm, s + MT_NS - 1, njb, nj, t0);
+            if (s + MT_NS - 1 < S) mt_stage<NT, WS>(p, sm, s + MT_NS - 1, njb, nj, t0, rb0, gsh);
             mt_commit();
             const unsigned char *slot = sm + (s % MT_NS) * C::STAGE;
 #pragma unroll
             for (int jj = 0; jj < MT_JB; jj++) {
                 if (jj < nJ) {
+                    if constexpr (WS) {   /* this warp's rows of the stage: codes, scales, biases */
+                        const unsigned char *wr = slot + C::XST + (jj * MT_ROWS + 16 * rw + g) * MT_WREC + 16 * cc + 4 * q;
+                        w0[jj] = *(const uint32_t *)wr;
+                        w1[jj] = *(const uint32_t *)(wr + 8 * MT_WREC);
+                        const int go = ((4 * (b + 8 * (j0 + jj)) + cc) >> gsh) * es;   /* group's offset from the row's first */
+                        const unsigned char *sw = slot + C::XST + C::WST + (jj * MT_ROWS + 16 * rw + g) * 16;
+                        s0[jj] = mt_scs<SDT>(sw + ((oa + go) & 15));
+                        s1[jj] = mt_scs<SDT>(sw + 8 * 16 + ((ob + go) & 15));
+                        b0[jj] = mt_scs<SDT>(sw + C::SST + ((oa + go) & 15));
+                        b1[jj] = mt_scs<SDT>(sw + C::SST + 8 * 16 + ((ob + go) & 15));
+                    }
                     const uint32_t a0 = w0[jj] & 0x0F0F0F0Fu, a1 = w1[jj] & 0x0F0F0F0Fu;
                     const uint32_t a2 = (w0[jj] >> 4) & 0x0F0F0F0Fu, a3 = (w1[jj] >> 4) & 0x0F0F0F0Fu;
                     const unsigned char *rec = slot + jj * C::TOK * MT_REC;
@@ -191,20 +242,24 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_param
 }
 
 using mt_fn = void (*)(const sdc_mm_params, const int);
-template <int NT> mt_fn mt_pick(int sdt) {
-    return sdt == SDC_F32 ? mt_kernel<NT, SDC_F32> : sdt == SDC_F16 ? mt_kernel<NT, SDC_F16> : mt_kernel<NT, SDC_BF16>;
+template <int NT, bool WS> mt_fn mt_pick(int sdt) {
+    return sdt == SDC_F32 ? mt_kernel<NT, SDC_F32, WS> : sdt == SDC_F16 ? mt_kernel<NT, SDC_F16, WS> : mt_kernel<NT, SDC_BF16, WS>;
 }
 
 } // namespace
 
+template <int NT, bool WS> static cudaError_t mt_init_one(int sdt) {
+    return cudaFuncSetAttribute((const void *)mt_pick<NT, WS>(sdt), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                MtT<NT, WS>::SMEM);
+}
+
 extern "C" cudaError_t sdc_mt_init(void) {
     const int sdts[3] = {SDC_F32, SDC_F16, SDC_BF16};
     for (int k = 0; k < 3; k++) {
-        cudaError_t e = cudaFuncSetAttribute((const void *)mt_pick<2>(sdts[k]), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             MtT<2>::SMEM);
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute((const void *)mt_pick<4>(sdts[k]), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     MtT<4>::SMEM);
+        cudaError_t e = mt_init_one<2, false>(sdts[k]);
+        if (e == cudaSuccess) e = mt_init_one<4, false>(sdts[k]);
+        if (e == cudaSuccess) e = mt_init_one<2, true>(sdts[k]);
+        if (e == cudaSuccess) e = mt_init_one<4, true>(sdts[k]);
         if (e != cudaSuccess) return e;
     }
     return cudaSuccess;
@@ -217,8 +272,14 @@ extern "C" int sd_cuda_mma_tile_tokens(int nt) {
     return was;
 }
 
-extern "C" int sdc_mt_plan_for(const sdc_mm_params *p, int lma, int n_sm, sdc_mq_plan *pl) {
+extern "C" int sdc_mt_plan_for(const sdc_mm_params *p, int lma, int n_sm, int ws, sdc_mq_plan *pl) {
     if (!sdc_mq_plan_for(p, lma, pl) || (((uintptr_t)p->xq | (uintptr_t)p->xsd) & 15u) != 0) return 0;   /* cp.async: 16-byte copies */
+    /* ws where every window of scales and biases lies inside its array (16-byte aligned arrays,
+     * rows of a multiple of 16 bytes of them; rows of codes are 16-byte aligned: wvec), else the
+     * activations alone staged */
+    const size_t es = p->sdt == SDC_F32 ? 4 : 2;
+    pl->ws = ws && ((((uintptr_t)p->scales | (uintptr_t)p->biases) & 15u) == 0) &&
+             ((size_t)(p->cols / p->group) * es) % 16 == 0;
     /* 32 tokens a block, or 16 where that leaves most of the GPU idle (the 1024-row k and v) */
     const int gr = (p->rows + MT_ROWS - 1) / MT_ROWS;
     pl->nt = g_mt_nt ? g_mt_nt : p->T <= 16 || (long)gr * ((p->T + 31) / 32) < 2L * n_sm ? 2 : 4;
@@ -227,8 +288,16 @@ extern "C" int sdc_mt_plan_for(const sdc_mm_params *p, int lma, int n_sm, sdc_mq
     return pl->gy <= 65535;
 }
 
+template <int NT, bool WS> static cudaError_t mt_go(const sdc_mq_plan *pl, const sdc_mm_params *p, const sdc_dev *d) {
+    return sdc_launch(d, mt_pick<NT, WS>(p->sdt), dim3((unsigned)pl->gx, (unsigned)pl->gy), MT_WARPS * 32,
+                      MtT<NT, WS>::SMEM, *p, pl->nj);
+}
+
+static long g_mt_ws_taken = 0;   /* sd_cuda_mma_staged_taken */
+extern "C" long sd_cuda_mma_staged_taken(void) { return g_mt_ws_taken; }
+
 extern "C" cudaError_t sdc_mt_launch(const sdc_mq_plan *pl, const sdc_mm_params *p, const sdc_dev *d) {
-    const dim3 grid((unsigned)pl->gx, (unsigned)pl->gy);
-    if (pl->nt == 2) return sdc_launch(d, mt_pick<2>(p->sdt), grid, MT_WARPS * 32, MtT<2>::SMEM, *p, pl->nj);
-    return sdc_launch(d, mt_pick<4>(p->sdt), grid, MT_WARPS * 32, MtT<4>::SMEM, *p, pl->nj);
+    g_mt_ws_taken += pl->ws;
+    if (pl->ws) return pl->nt == 2 ? mt_go<2, true>(pl, p, d) : mt_go<4, true>(pl, p, d);
+    return pl->nt == 2 ? mt_go<2, false>(pl, p, d) : mt_go<4, false>(pl, p, d);
 }
