@@ -14,17 +14,27 @@
  *     run together (whole 32-byte sectors of each row), and the row warps share one copy of the
  *     activations.
  *   - The activations of the block's tokens go through a ring of shared-memory stages by
- *     cp.async, a stage = the runs (1024 columns: 8 granules and 4 (d, dY) pairs a token) that
- *     the class warps' chains need next: runs b + 8 j, b = brev3(i) at class step i, up to MT_JB
- *     values of j. A token's record is 176 bytes (128 of codes, 32 of (d, dY), 16 of padding:
- *     the fragment loads of 8 tokens then hit 32 distinct banks). Each stage is copied verbatim,
- *     so a granule f sits at its place in the run's swizzle (mm_swz: granule f of run r at
- *     (f & 7) ^ (r & 7), and r & 7 = b).
+ *     cp.async. A run here is 4 chunks (128 columns: a token's 8 granules of codes, mm_swz's unit,
+ *     and 4 (d, dY) pairs); class step i's chains need runs b + 8 j (b = brev3(i), chunk 4 r +
+ *     w's class of each), and a stage holds up to MT_JB of them in order of j. A token's record is
+ *     176 bytes (128 of codes, 32 of (d, dY), 16 of padding: the fragment loads of 8 tokens then
+ *     hit 32 distinct banks). Each stage is copied verbatim, so a granule f sits at its place in
+ *     the run's swizzle (mm_swz: granule f of run r at (f & 7) ^ (r & 7), and r & 7 = b).
  *   - The mma accumulator starts at MM_I8_BIAS (mm_core.cuh): the chunk's sum comes back biased
  *     and one exact subtraction gives (float) I, at full rate (mm_i8_float).
+ *   - WS (SPECDEC_CUDA_MMA=4): the stage also holds, per run and block row, the row's 64 bytes of
+ *     codes and the aligned 16-byte windows of its scales and biases. Without it each thread loads
+ *     its rows' words and scales from global memory at the top of a stage, and that wait after
+ *     the barrier was the largest stall measured (below).
  * A row's float operations are mma_i4.cu's: per chunk acc = fmaf(s, I * d, acc), acc = fmaf(b,
  * dY, acc), chained over each class's chunks in ascending order, the classes summed as the xor
- * butterfly. */
+ * butterfly.
+ *
+ * Measured on an H100 (docs/benchmarks/cuda-prefill-tile-h100-2026-12-07.md), without WS:
+ * 0.57-0.80x mma_i4.cu's time on the 8B shape's matrices of 4096 rows or more at T = 32 and 64,
+ * 1.11-1.57x at T = 16 and on 1024-row matrices (matmul.cu's default rule follows that); the 8B
+ * prefill 1.39x faster. 4 warps a scheduler (2 blocks of 8 warps an SM, bound by registers and
+ * shared memory), the largest stall the global loads above. WS has not yet run on a device. */
 #include "cuda/mma_i4.h"
 #include "cuda/mm_core.cuh"
 #include "cuda/mma_order.cuh"
