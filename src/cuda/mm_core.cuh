@@ -179,10 +179,11 @@ SDC_D int32_t mm_dp4a_us(uint32_t a, uint32_t b, int32_t c) {
     return d;
 }
 
-/* A chunk's integer sum I as a float without I2F (a quarter-rate conversion on sm_80 / sm_90):
- * the sum starts from MM_I8_BIAS, the bits of the float 1.5 * 2^23, instead of 0, so it ends as
- * the bits of the float 1.5 * 2^23 + I (|I| <= 16 * 255 * 127 < 2^22 for either format keeps
- * the exponent), and one exact subtraction leaves I: the value (float) I has, at full rate. */
+/* A chunk's integer sum I as a float without I2F (a quarter-rate conversion on sm_80 / sm_90;
+ * mma_tile.cu): the sum starts from MM_I8_BIAS, the bits of the float 1.5 * 2^23, instead of 0,
+ * so it ends as the bits of the float 1.5 * 2^23 + I (|I| <= 16 * 255 * 127 < 2^22 for either
+ * format keeps the exponent), and one exact subtraction leaves I: the value (float) I has, at
+ * full rate. */
 #define MM_I8_BIAS 0x4B400000
 SDC_D float mm_i8_float(int32_t biased) { return __fsub_rn(__int_as_float(biased), 12582912.0f); }
 
@@ -346,8 +347,10 @@ SDC_D void mm_chunk(const Chunk<R> &k, int cl, const float4 *xs, const float *sx
     using F = Fmt<FMT>;
     constexpr int Q = F::E / 4;
     if constexpr (F::I8) {
-        /* per (row, token): I = sum q_w q_x over the chunk (exact integers; mm_i8_float), then
-         * acc = fma(s, I * d, acc); acc = fma(b, d * X, acc) */
+        /* per (row, token): I = sum q_w q_x over the chunk (exact integers), then
+         * acc = fma(s, I * d, acc); acc = fma(b, d * X, acc). (mm_i8_float's biased sum in place
+         * of (float) I changes ptxas's spills of gemv_i4.cu's verify forms both ways, 8 -> 40
+         * bytes at T = 6 among them; not taken here until measured.) */
         const uint4 *xq = (const uint4 *)xs;
         const float2 *sd = (const float2 *)sx;
         uint32_t lo[R][4], hi[R][4];
@@ -376,13 +379,13 @@ SDC_D void mm_chunk(const Chunk<R> &k, int cl, const float4 *xs, const float *sx
             }
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                int32_t I = MM_I8_BIAS;
+                int32_t I = 0;
 #pragma unroll
                 for (int m = 0; m < 4; m++) {
                     I = mm_dp4a_us(lo[r][m], u4at(xl, m), I);
                     if constexpr (F::BITS == 4) I = mm_dp4a_us(hi[r][m], u4at(xh, m), I);
                 }
-                acc[r][t] = fmaf(k.s[r], __fmul_rn(mm_i8_float(I), dd.x), acc[r][t]);
+                acc[r][t] = fmaf(k.s[r], __fmul_rn((float)I, dd.x), acc[r][t]);
                 acc[r][t] = fmaf(k.b[r], dd.y, acc[r][t]);
             }
         }
