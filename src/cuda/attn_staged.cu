@@ -30,13 +30,6 @@ namespace {
 
 constexpr int AT_STATIC_ROOM = 16 << 10;   /* shared memory left to the kernel's static arrays (12.4 KB at GS 8) */
 
-/* cp.async: 16 bytes global -> shared (both 16-byte aligned), in the current group */
-SDC_D void at_cp16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src)
-                 : "memory");
-}
-SDC_D void at_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> SDC_D void at_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 /* Entry e of a staged cache row (shared memory) as f32: exact. */
 template <int KVDT> SDC_D float kv_sm(const unsigned char *row, int e) {
@@ -78,16 +71,16 @@ SDC_D void at_stage(const void *c, size_t kstride, size_t kbase, int j0, int n, 
     for (int i = threadIdx.x; i < n * ng; i += AT_THREADS) {
         const int key = i / ng, g = i - key * ng;
         const unsigned char *src = (const unsigned char *)c + ((size_t)(j0 + key) * kstride + kbase) * ES + (size_t)g * 16;
-        at_cp16(dst + (size_t)key * rs + g * 16, src);
+        sdc_cp16(dst + (size_t)key * rs + g * 16, src);
     }
-    at_commit();
+    sdc_cp_commit();
 }
 
 /* Row entries 0 .. hd - 1 of position P's cos then sin (hd/2 each) into cs, by cp.async. */
 SDC_D void at_stage_cs(const sdc_attn_fuse &f, int P, int hd, float *cs) {
     const int half = hd / 2;
     for (int e = 4 * threadIdx.x; e < hd; e += 4 * AT_THREADS)
-        at_cp16(cs + e, e < half ? f.cos_t + (size_t)P * half + e : f.sin_t + (size_t)P * half + (e - half));
+        sdc_cp16(cs + e, e < half ? f.cos_t + (size_t)P * half + e : f.sin_t + (size_t)P * half + (e - half));
 }
 
 /* The fused form's step before a chunk's scores (attention.h, sdc_attention_fused): the heads
@@ -112,7 +105,7 @@ SDC_D void at_fuse_heads(const sdc_attn_params &p, const sdc_attn_fuse &f, const
         const int n4 = hd / 4;
         for (int i = tid; i < GS * n4; i += AT_THREADS) {
             const int gg = i / n4, e = 4 * (i - gg * n4);
-            at_cp16(&qs[gg][e], p.q + (size_t)b.t * p.nh * hd + (size_t)(b.h0 + gg) * hd + e);
+            sdc_cp16(&qs[gg][e], p.q + (size_t)b.t * p.nh * hd + (size_t)(b.h0 + gg) * hd + e);
         }
         at_stage_cs(f, pos_t, hd, qcs);
     }
@@ -121,13 +114,13 @@ SDC_D void at_fuse_heads(const sdc_attn_params &p, const sdc_attn_fuse &f, const
         for (int i = tid; i < nnew * n4; i += AT_THREADS) {
             const int r = i / n4, e = 4 * (i - r * n4);
             const size_t o = ((size_t)(t0 + r) * p.nkv + b.kh) * hd + e;
-            at_cp16(kraw + (size_t)r * hd + e, f.k + o);
-            at_cp16(vraw + (size_t)r * hd + e, f.v + o);
+            sdc_cp16(kraw + (size_t)r * hd + e, f.k + o);
+            sdc_cp16(vraw + (size_t)r * hd + e, f.v + o);
         }
         for (int r = 0; r < nnew; r++) at_stage_cs(f, lo + r, hd, kcs + (size_t)r * hd);
     }
-    at_commit();
-    at_wait<0>();
+    sdc_cp_commit();
+    sdc_cp_wait<0>();
     __syncthreads();   /* every row (the cache's too) landed */
 
     /* a warp an item: q heads 0 .. nq - 1, then the new keys */
@@ -220,8 +213,8 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
         if constexpr (FUSE) at_fuse_heads<GS, KVDT>(p, f, b, ch, lo, nnew, nvalid - nnew, nvalid, nk, fw, qs, ks, vs, rs);
         else {
             if (ch == b.s) at_load_q<GS>(p, b, qs);   /* while the first chunk's copies are in flight */
-            if (two) at_wait<1>();
-            else at_wait<0>();
+            if (two) sdc_cp_wait<1>();
+            else sdc_cp_wait<0>();
             __syncthreads();   /* K (and q) landed for every thread */
         }
 
@@ -257,7 +250,7 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
         at_chunk_max<GS>(red, mch);
         __syncthreads();
         at_exp_sum<GS>(sc, mch, valid, key, lane, warp, pr, red);
-        at_wait<0>();
+        sdc_cp_wait<0>();
         __syncthreads();   /* pr, red and V are complete */
         at_merge<GS>(red, mch, M, L, fa, fb);
 

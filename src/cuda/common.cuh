@@ -91,6 +91,16 @@ SDC_D int sdc_pos(const int32_t *base, int off, int t) { return __ldg(base) + of
 /* Launch status of the kernels just queued. */
 static inline cudaError_t sdc_launched(void) { return cudaGetLastError(); }
 
+/* ---- cp.async (attn_staged.cu, mma_tile.cu): 16 bytes global -> shared (both 16-byte aligned)
+ * in the current group; close the group; wait until at most N of this thread's groups are
+ * pending ---- */
+SDC_D void sdc_cp16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+SDC_D void sdc_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> SDC_D void sdc_cp_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
 /* ---- programmatic dependent launch (sm_90) ----
  * Every kernel is queued by sdc_launch, which (d->pdl; SPECDEC_CUDA_PDL=0 turns it off) lets the GPU start it while the kernel
  * before it on the stream is still running, so its launch and the filling of its blocks overlap

@@ -357,8 +357,9 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
     /* 4-bit rows of whole 1024-column runs at int8, T >= 16: a tensor-core kernel (sd_cuda_mma).
      * mma_i4.cu's took 0.70-0.85x the tiled kernel's time on the 8B shape's matrices at T =
      * 16..64, 0.09-0.33x on its 1024-row k and v, the same bits
-     * (docs/benchmarks/cuda-prefill-mma-h100-2026-12-07.md). Mode 3 (the default): mma_tile.cu's kernel from 32 tokens on for matrices of 2048 rows or
-     * more, mma_i4.cu's elsewhere. bench_cuda on an H100, 8B shape
+     * (docs/benchmarks/cuda-prefill-mma-h100-2026-12-07.md). Mode 3 (the default): mma_tile.cu's
+     * kernel from 32 tokens on for matrices of 2048 rows or more, mma_i4.cu's elsewhere.
+     * bench_cuda on an H100, 8B shape
      * (docs/benchmarks/cuda-prefill-tile-h100-2026-12-07.md): mma_tile.cu took 0.57-0.80x
      * mma_i4.cu's time on the 4096- to 151936-row matrices at T = 32 and 64, but 1.11-1.57x at
      * T = 16 and 1.42-1.58x on the 1024-row k and v at any T. */

@@ -66,13 +66,6 @@ template <int NT, bool WS> struct MtT {
     static constexpr int SMEM = MT_NS * STAGE > PART ? MT_NS * STAGE : PART;
 };
 
-SDC_D void mt_cp16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src)
-                 : "memory");
-}
-SDC_D void mt_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> SDC_D void mt_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
 /* d = A . B + MM_I8_BIAS (mm_core.cuh: mm_i8_float turns it into the float of the sum) */
 SDC_D void mt_mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -81,19 +74,19 @@ SDC_D void mt_mma(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(MM_I8_BIAS));
 }
 
-/* The float of a scale or bias of dtype SDT (the values sdc_wordf gives), from global memory or
- * from a stage's window (shared memory). */
+/* The float of a scale or bias of dtype SDT (the values sdc_wordf gives) from its bits: all 32
+ * for f32, the low 16 for f16 / bf16. */
+template <int SDT> SDC_D float mt_scf(uint32_t h) {
+    if constexpr (SDT == SDC_F32) return __uint_as_float(h);
+    if constexpr (SDT == SDC_BF16) return __uint_as_float(h << 16);
+    return __half2float(__ushort_as_half((unsigned short)h));
+}
+/* Entry i of a scales (or biases) array in global memory; an entry at `at` in a stage's window. */
 template <int SDT> SDC_D float mt_sc(const void *p, size_t i) {
-    if constexpr (SDT == SDC_F32) return __ldg((const float *)p + i);
-    const unsigned short h = __ldg((const unsigned short *)p + i);
-    if constexpr (SDT == SDC_BF16) return __uint_as_float((uint32_t)h << 16);
-    return __half2float(__ushort_as_half(h));
+    return mt_scf<SDT>(SDT == SDC_F32 ? __ldg((const uint32_t *)p + i) : __ldg((const unsigned short *)p + i));
 }
 template <int SDT> SDC_D float mt_scs(const unsigned char *at) {
-    if constexpr (SDT == SDC_F32) return *(const float *)at;
-    const unsigned short h = *(const unsigned short *)at;
-    if constexpr (SDT == SDC_BF16) return __uint_as_float((uint32_t)h << 16);
-    return __half2float(__ushort_as_half(h));
+    return mt_scf<SDT>(SDT == SDC_F32 ? *(const uint32_t *)at : *(const unsigned short *)at);
 }
 
 /* The first byte of the aligned 16-byte window of a scales (or biases) array that holds the
@@ -121,9 +114,9 @@ SDC_D void mt_stage(const sdc_mm_params &p, unsigned char *sm, int s, int njb, i
             const int jr = u / 6, k = u - jr * 6, jj = jr / MT_ROWS, rr = jr - jj * MT_ROWS;
             const int r = b + 8 * (j0 + jj), row = min(rb0 + rr, p.rows - 1);
             if (k < 4)
-                mt_cp16(ws + jr * MT_WREC + 16 * k, (const unsigned char *)p.w + (size_t)row * rowb + (size_t)r * 64 + 16 * k);
+                sdc_cp16(ws + jr * MT_WREC + 16 * k, (const unsigned char *)p.w + (size_t)row * rowb + (size_t)r * 64 + 16 * k);
             else
-                mt_cp16(ss + (k - 4) * C::SST + jr * 16,
+                sdc_cp16(ss + (k - 4) * C::SST + jr * 16,
                         (const unsigned char *)(k == 4 ? p.scales : p.biases) + mt_win(row, r, ngroups, gsh, es));
         }
     }
@@ -133,7 +126,7 @@ SDC_D void mt_stage(const sdc_mm_params &p, unsigned char *sm, int s, int njb, i
         const int r = b + 8 * (j0 + jj), tc = min(t0 + tk, p.T - 1);
         const unsigned char *src = k < 8 ? (const unsigned char *)p.xq + (size_t)tc * xrow + (size_t)r * 128 + 16 * k
                                          : (const unsigned char *)p.xsd + (size_t)tc * srow + (size_t)r * 32 + 16 * (k - 8);
-        mt_cp16(slot + (size_t)jt * MT_REC + 16 * k, src);
+        sdc_cp16(slot + (size_t)jt * MT_REC + 16 * k, src);
     }
 }
 
@@ -159,7 +152,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_param
 #pragma unroll
     for (int s = 0; s < MT_NS - 1; s++) {
         if (s < S) mt_stage<NT, WS>(p, sm, s, njb, nj, t0, rb0, gsh);
-        mt_commit();
+        sdc_cp_commit();
     }
     float v[C::E], st[3][C::E];
 #pragma unroll 1
@@ -187,10 +180,10 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_param
                     b1[jj] = mt_sc<SDT>(p.biases, sb + gi);
                 }
             }
-            mt_wait<MT_NS - 2>();   /* this thread's copies of stage s have landed */
+            sdc_cp_wait<MT_NS - 2>();   /* this thread's copies of stage s have landed */
             __syncthreads();        /* everyone's have, and stage s - 1's slot is free */
             if (s + MT_NS - 1 < S) mt_stage<NT, WS>(p, sm, s + MT_NS - 1, njb, nj, t0, rb0, gsh);
-            mt_commit();
+            sdc_cp_commit();
             const unsigned char *slot = sm + (s % MT_NS) * C::STAGE;
 #pragma unroll
             for (int jj = 0; jj < MT_JB; jj++) {
@@ -233,7 +226,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_param
     }
 
     /* levels 4 and 5 of the butterfly: (warp 0 + warp 1) + (warp 2 + warp 3) of the row tile */
-    mt_wait<0>();
+    sdc_cp_wait<0>();
     __syncthreads();   /* the ring is free: the subtrees take its place */
     float *part = (float *)sm;   /* [cw - 1][rw][e][lane] */
     if (cw > 0)
