@@ -61,8 +61,9 @@
 #   attnab    bench_cuda --matmul 0:3 (the embedded shape's int8 matmuls, then the fused LM head's
 #             and the attention's tables) of this build and of ab's earlier commit, alternated
 #             twice (with ab among the phases)
-#   mma       the tensor-core kernels (SPECDEC_CUDA_MMA=1 mma_i4.cu's, 2 mma_tile.cu's, 3 by shape, the default):
-#             bench_cuda --arm-b MMA_ARM (default mma; mma_tile: the two kernels) on the 8B shape's
+#   mma       the tensor-core kernels (SPECDEC_CUDA_MMA=1 mma_i4.cu's, 2 mma_tile.cu's, 3 by shape, the default,
+#             4 mma_tile.cu's with its weights staged): bench_cuda --arm-b MMA_ARM (default mma; mma_tile:
+#             the two kernels; mma_tile_w: mma_tile.cu's two forms) on the 8B shape's
 #             int8 matrices (MMA_WIDE=1: at T = 1, 16, 32, 64 only), exact.sh with each of MMA_MODES (default 1 2) on (the 1.7B shape, K = 16)
 #   prefill   a 512-token prompt's prefill on the 8B shape (specdec bench's classic prefill line) under
 #             each SPECDEC_CUDA_MMA of PREFILL_MODES (default 0 1 2 3), alternated; the ids of 32 greedy

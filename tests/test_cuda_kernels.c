@@ -951,7 +951,7 @@ int main(void) {
         }
         /* the MLP block: rows of 1024 (a warp's norm), 2048 and 4096 (a block's); f16 scales; 8-bit
          * (the two ops: the fused launch takes 4-bit only); dense. The fused launch is the default
-         * kernels' (passes 0, 3 and 4). */
+         * kernels' (passes 0, 3, 4 and 5). */
         const bool fused = km == 0 || km >= 3;
         test_mlp(gs[k], 2048, 3072, SPECDEC_DTYPE_BF16, 4, 64, fused);
         if (!quick) {
