@@ -6,7 +6,7 @@
  * the device-to-device copy bandwidth measured first ((read + write bytes) / time of a 1 GiB
  * copy; benchmarking.md). Random weights of the Qwen3 shapes (never zeros).
  *
- *   ./build/bench_cuda [--quick | --profile | --attn | --matmul S:F ... [--wide]] [--arm-b generic|stream|mma|mma_tile|mma_tile_w] [--device N]
+ *   ./build/bench_cuda [--quick | --profile | --attn | --matmul S:F ... [--wide]] [--arm-b generic|stream|mma|mma_tile|mma_tile_w|mma_w] [--device N]
  *
  * prints, as Markdown tables:
  *   - device, load average, copy bandwidth (median, min, max of 15 copies);
@@ -18,12 +18,13 @@
  *     the default picks with mma_i4.cu's tensor-core kernel against the same without it (the
  *     tiled kernel from T = 16 on), both arms at every T; mma_tile, mma_tile.cu's kernel against
  *     mma_i4.cu's, both arms at every T; mma_tile_w, mma_tile.cu's with its weights staged against
- *     without),
+ *     without; mma_w, the same against mma_i4.cu's),
  *     recorded once each and their replays alternated, 15 of each; then per model and format
  *     the matmul time of one decode step (all layers + LM head, T = 1) against its floor, both arms;
  *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and on the second arm;
  *   - attention (8B shape, bf16 KV) at 128, 256, 512, 2048 and 8192 keys, T = 1 and 4, against the KV bytes, the
- *     split kernel (attention.cu) and the staged one (attn_staged.cu);
+ *     split kernel (attention.cu) and the staged one (attn_staged.cu); then a prefill chunk's (T = 64,
+ *     f32 KV, 64 to 8192 keys) in the staged kernel with 1, 4, 8 and 16 rows a block;
  *   - the cost of one launch, eager and inside a replayed recording;
  *   - bitwise batch-invariance self-checks (a row alone vs the same row in T = 2..64 calls, the
  *     fused LM head vs argmax of the logits, attention rows alone vs T = 16), PASS / FAIL.
@@ -255,14 +256,16 @@ static const shape SHAPES[] = {
  * (SD_CUDA_MM_GENERIC, the default), or the streaming kernel where it applies (SD_CUDA_MM_STREAM). */
 /* arm b: the default picks with the tensor-core kernels (sd_cuda_mma 3) for T >= 16 against
  * without them (ARM_MMA), or mma_tile.cu's kernel against mma_i4.cu's as arm a (ARM_MMA2) */
-enum { ARM_MMA = -1, ARM_MMA2 = -2, ARM_MMA4 = -3 };   /* ARM_MMA4: mma_tile.cu with its weights staged against without */
-static bool arm_mma(int a) { return a == ARM_MMA || a == ARM_MMA2 || a == ARM_MMA4; }
+enum { ARM_MMA = -1, ARM_MMA2 = -2, ARM_MMA4 = -3, ARM_MMAW = -4 };   /* ARM_MMA4: mma_tile.cu with its weights staged against
+                                                                     * without; ARM_MMAW: the same against mma_i4.cu */
+static bool arm_mma(int a) { return a == ARM_MMA || a == ARM_MMA2 || a == ARM_MMA4 || a == ARM_MMAW; }
 static int arm_b = SD_CUDA_MM_GENERIC;
 static const char *arm_b_name(void) {
     return arm_b == SD_CUDA_MM_STREAM ? "streaming"
            : arm_b == ARM_MMA         ? "mma"
            : arm_b == ARM_MMA2        ? "mma_tile"
            : arm_b == ARM_MMA4        ? "mma_tile_w"
+           : arm_b == ARM_MMAW        ? "mma_w"
                                       : "generic";
 }
 
@@ -274,10 +277,10 @@ static void time_arms(mm_ctx *c, int k, timing *dflt, timing *other) {
     batch a = {issue_mm, c, k, next_key++}, b = {issue_mm, c, k, next_key++};
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
     /* arm a: the picks as set (without the mma kernel when it is arm b) */
-    const int mq0 = sd_cuda_mma(arm_b == ARM_MMA2 ? 1 : arm_b == ARM_MMA4 ? 2 : 0);
+    const int mq0 = sd_cuda_mma(arm_b == ARM_MMA2 || arm_b == ARM_MMAW ? 1 : arm_b == ARM_MMA4 ? 2 : 0);
     if (!arm_mma(arm_b)) sd_cuda_mma(mq0);
     run_batch(&a);
-    if (arm_mma(arm_b)) sd_cuda_mma(arm_b == ARM_MMA2 ? 2 : arm_b == ARM_MMA4 ? 4 : 3);
+    if (arm_mma(arm_b)) sd_cuda_mma(arm_b == ARM_MMA2 ? 2 : arm_b == ARM_MMA4 || arm_b == ARM_MMAW ? 4 : 3);
     else sd_cuda_matmul_kernels(arm_b);
     run_batch(&b);
     sd_cuda_matmul_kernels(SD_CUDA_MM_GEMV);
@@ -301,7 +304,7 @@ static void bench_matmul(const shape *sh, const fmt *f, const int *Ts, int nT) {
     const int per_layer[6] = {1, 2, 1, 2, 1, 0};
     double step_t = 0, step_old = 0, step_floor = 0;
     sd_cuda_set_int8(G, f->int8);
-    const char *an = arm_b == ARM_MMA ? "without mma" : arm_b == ARM_MMA2 ? "mma_i4" : arm_b == ARM_MMA4 ? "mma_tile" : "default";
+    const char *an = arm_b == ARM_MMA ? "without mma" : arm_b == ARM_MMA2 || arm_b == ARM_MMAW ? "mma_i4" : arm_b == ARM_MMA4 ? "mma_tile" : "default";
     printf("| %s %s | rows x cols | MB | T | %s us median (min-max) | %s us median (min-max) | GB/s | x floor | x T=1 | "
            "%s / %s |\n", sh->name, f->name, an, arm_b_name(), arm_b_name(), an);
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -418,6 +421,35 @@ static void bench_attention(void) {
                    1e6 * t.mx, 1e6 * ts.med, 1e6 * ts.mn, 1e6 * ts.mx, 1e-6 * bytes, t.med / (bytes / bw),
                    ts.med / (bytes / bw));
         }
+    printf("\n");
+    G->i->release(G, c.kv.k);
+    G->i->release(G, c.kv.v);
+
+    /* a prefill chunk's attention: 64 rows at positions n - 64 .. n - 1 over an f32 cache (the
+     * CUDA default), the staged kernel with a block serving 1, 4, 8 and 16 rows in turn */
+    c.s.kv_dtype = SD_KV_F32;
+    c.kv = (sd_kv_layer){dalloc((size_t)nmax * row * 4), dalloc((size_t)nmax * row * 4)};
+    dfill(c.kv.k, (size_t)nmax * row * 4);
+    dfill(c.kv.v, (size_t)nmax * row * 4);
+    c.T = 64;
+    const int rv[4] = {1, 4, 8, 16};
+    printf("| attention 32/8 heads, hd 128, f32 KV, T = 64 | keys of the last row | rows a block 1: us median (min-max) | "
+           "4 | 8 | 16 | 4 / 1 | 8 / 1 | 16 / 1 |\n|---|---|---|---|---|---|---|---|---|\n");
+    const int pkeys[] = {64, 128, 512, 1024, 2048, 4096, 8192};
+    for (size_t ki = 0; ki < sizeof pkeys / sizeof pkeys[0]; ki++) {
+        int32_t p0 = pkeys[ki] - 64;
+        dwrite(c.pos, &p0, 4);
+        timing tr[4];
+        for (int i = 0; i < 4; i++) {
+            const int was = sd_cuda_attention_rows(rv[i]);
+            tr[i] = time_seq(issue_attn, &c, 8);
+            sd_cuda_attention_rows(was);
+        }
+        printf("| | %d | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.2f | %.2f | %.2f |\n",
+               pkeys[ki], 1e6 * tr[0].med, 1e6 * tr[0].mn, 1e6 * tr[0].mx, 1e6 * tr[1].med, 1e6 * tr[1].mn, 1e6 * tr[1].mx,
+               1e6 * tr[2].med, 1e6 * tr[2].mn, 1e6 * tr[2].mx, 1e6 * tr[3].med, 1e6 * tr[3].mn, 1e6 * tr[3].mx,
+               tr[1].med / tr[0].med, tr[2].med / tr[0].med, tr[3].med / tr[0].med);
+    }
     printf("\n");
     G->i->release(G, c.kv.k);
     G->i->release(G, c.kv.v);
@@ -562,12 +594,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--device") && i + 1 < argc) o.device = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--arm-b") && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "generic") || !strcmp(argv[i + 1], "stream") || !strcmp(argv[i + 1], "mma") ||
-                  !strcmp(argv[i + 1], "mma_tile") || !strcmp(argv[i + 1], "mma_tile_w"))) {
+                  !strcmp(argv[i + 1], "mma_tile") || !strcmp(argv[i + 1], "mma_tile_w") || !strcmp(argv[i + 1], "mma_w"))) {
             i++;
             arm_b = !strcmp(argv[i], "stream")     ? SD_CUDA_MM_STREAM
                     : !strcmp(argv[i], "mma")      ? ARM_MMA
                     : !strcmp(argv[i], "mma_tile") ? ARM_MMA2
                     : !strcmp(argv[i], "mma_tile_w") ? ARM_MMA4
+                    : !strcmp(argv[i], "mma_w") ? ARM_MMAW
                                                    : SD_CUDA_MM_GENERIC;
         }
         else if (!strcmp(argv[i], "--matmul") && i + 1 < argc && nonly < 16 &&
@@ -575,7 +608,7 @@ int main(int argc, char **argv) {
                  only[nonly][0] < 4 && only[nonly][1] >= 0 && only[nonly][1] < NFMTS) {
             nonly++;
             i++;
-        } else die("usage", "bench_cuda [--quick | --profile | --attn | --matmul SHAPE:FORMAT ... [--wide]] [--arm-b generic|stream|mma|mma_tile|mma_tile_w] [--device N]");
+        } else die("usage", "bench_cuda [--quick | --profile | --attn | --matmul SHAPE:FORMAT ... [--wide]] [--arm-b generic|stream|mma|mma_tile|mma_tile_w|mma_w] [--device N]");
     }
     if (sd_backend_create("cuda", &o, &G, &E) != SPECDEC_OK) die("cuda backend", E.msg);
     S = sd_cuda_stream(G);

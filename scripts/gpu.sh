@@ -66,10 +66,11 @@
 #             the two kernels; mma_tile_w: mma_tile.cu's two forms) on the 8B shape's
 #             int8 matrices (MMA_WIDE=1: at T = 1, 16, 32, 64 only), exact.sh with each of MMA_MODES (default 1 2) on (the 1.7B shape, K = 16)
 #   prefill   a 512-token prompt's prefill on the 8B shape (specdec bench's classic prefill line) under
-#             each SPECDEC_CUDA_MMA of PREFILL_MODES (default 0 1 2 3), alternated; the ids of 32 greedy
-#             tokens identical under all; llama.cpp's pp512 on the same shape (with peer)
+#             each set of PREFILL_SETS (VAR=value[,VAR=value] words; default SPECDEC_CUDA_MMA=a for
+#             each a of PREFILL_MODES, default 0 1 2 3), alternated; the ids of 32 greedy tokens
+#             identical under all; llama.cpp's pp512 on the same shape (with peer)
 #   pfstep    Nsight Compute's duration of every kernel of a 512-token prefill on the 8B shape, summed by
-#             kernel (pfstep_8b.md; PFSTEP_MMA, default 2: the SPECDEC_CUDA_MMA it runs under)
+#             kernel (pfstep_8b.md; PFSTEP_MMA, default 3: the SPECDEC_CUDA_MMA it runs under)
 #   kprof     Nsight Compute counters (speed of light, warp stalls, memory) of one decode layer's kernels on
 #             the inflated 8B shape (KPROF_RE, KPROF_SKIP, KPROF_COUNT; kprof_8b.txt)
 #   envab     classic decode tok/s of the inflated 8B shape (ENVAB_MODEL) under each of ENVAB_SETS (words
@@ -246,14 +247,14 @@ fi
 
 if has pfstep; then   # every kernel of a 512-token prefill on the 8B shape, each one's own duration (ncu
                      # serializes them; clocks left alone), summed by kernel (pfstep_8b.md), under
-                     # SPECDEC_CUDA_MMA=PFSTEP_MMA (default 2)
+                     # SPECDEC_CUDA_MMA=PFSTEP_MMA (default 3)
   D=/tmp/inflated-qwen3-8b
   if inflated "$D"; then
     [ -s /tmp/pp512.txt ] || bash bench/prompt_of_tokens.sh "$BIN" "$D" 512 /tmp/pp512
-    SPECDEC_CUDA_MMA=${PFSTEP_MMA:-2} run_to 500 "$OUT/pfstep_8b.csv" ncu --clock-control none --metrics gpu__time_duration.sum \
+    SPECDEC_CUDA_MMA=${PFSTEP_MMA:-3} run_to 500 "$OUT/pfstep_8b.csv" ncu --clock-control none --metrics gpu__time_duration.sum \
       --csv --print-units base "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 1 --ignore-eos
     awk -F'","' -f bench/ncu_prefill.awk "$OUT/pfstep_8b.csv" > "$OUT/pfstep_8b.md" 2>&1
-    log "pfstep 8B (mma ${PFSTEP_MMA:-2}): $(tail -1 "$OUT/pfstep_8b.md"); $(sed -n 3,7p "$OUT/pfstep_8b.md" | tr '\n' ' ')"
+    log "pfstep 8B (mma ${PFSTEP_MMA:-3}): $(tail -1 "$OUT/pfstep_8b.md"); $(sed -n 3,7p "$OUT/pfstep_8b.md" | tr '\n' ' ')"
     gzip -f "$OUT/pfstep_8b.csv"
   fi
 fi
@@ -445,28 +446,35 @@ if has peer; then
 fi
 
 if has prefill; then   # prefill of a 512-token prompt on the 8B shape: specdec bench's classic prefill
-                      # (5 timed runs after a warm-up) under each SPECDEC_CUDA_MMA of PREFILL_MODES, 3
-                      # processes each (PREFILL_ROUNDS), alternated; llama.cpp's pp512 on the same shape
-                      # when peer built it
+                      # (5 timed runs after a warm-up) under each set of PREFILL_SETS (words of
+                      # VAR=value[,VAR=value], "-" for none; default SPECDEC_CUDA_MMA=a for each a of
+                      # PREFILL_MODES, default 0 1 2 3), PREFILL_ROUNDS processes each (default 3),
+                      # alternated; llama.cpp's pp512 on the same shape when peer built it
   D=/tmp/inflated-qwen3-8b
   if inflated "$D"; then
     bash bench/prompt_of_tokens.sh "$BIN" "$D" 512 /tmp/pp512   # /tmp/pp512.txt, /tmp/pp512.jsonl (id p512)
     : > "$OUT/prefill.txt"
+    if [ -n "${PREFILL_SETS:-}" ]; then read -r -a psets <<< "$PREFILL_SETS"
+    else psets=(); for a in ${PREFILL_MODES:-0 1 2 3}; do psets+=("SPECDEC_CUDA_MMA=$a"); done; fi
+    penv() { PE=(); [ "$1" != - ] && IFS=, read -r -a PE <<< "$1"; }
     for r in $(seq 1 ${PREFILL_ROUNDS:-3}); do
-      for a in ${PREFILL_MODES:-0 1 2 3}; do
-        SPECDEC_CUDA_MMA=$a run_to 200 /tmp/pf.md "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/pp512.jsonl \
+      for st in "${psets[@]}"; do
+        penv "$st"
+        run_to 200 /tmp/pf.md env "${PE[@]}" "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/pp512.jsonl \
           -n 16 --block-size 4 --repeats 5 --ignore-eos
-        echo "round $r mma $a: $(grep -m1 '^classic prefill' /tmp/pf.md)" >> "$OUT/prefill.txt"
+        echo "round $r $st: $(grep -m1 '^classic prefill' /tmp/pf.md)" >> "$OUT/prefill.txt"
       done
     done
-    # the guard: the same 32 tokens after the 512-token prompt under every mode
-    ok=1; pm=(${PREFILL_MODES:-0 1 2 3})
-    for a in "${pm[@]}"; do
-      SPECDEC_CUDA_MMA=$a timeout 120 "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 32 --ignore-eos \
-        --ids-out /tmp/pp_ids_$a.json > /dev/null 2>> "$OUT/prefill.txt"
-      [ -s /tmp/pp_ids_$a.json ] && cmp -s /tmp/pp_ids_$a.json /tmp/pp_ids_${pm[0]}.json || ok=0
+    # the guard: the same 32 tokens after the 512-token prompt under every set
+    ok=1; i=0
+    for st in "${psets[@]}"; do
+      penv "$st"
+      env "${PE[@]}" timeout 120 "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 32 --ignore-eos \
+        --ids-out /tmp/pp_ids_$i.json > /dev/null 2>> "$OUT/prefill.txt"
+      [ -s /tmp/pp_ids_$i.json ] && cmp -s /tmp/pp_ids_$i.json /tmp/pp_ids_0.json || ok=0
+      i=$((i + 1))
     done
-    if [ $ok = 1 ]; then log "prefill 8B guard: ids identical under SPECDEC_CUDA_MMA=${PREFILL_MODES:-0 1 2 3}"
+    if [ $ok = 1 ]; then log "prefill 8B guard: ids identical under ${psets[*]}"
     else log "prefill 8B guard: FAILED (ids differ or missing)"; fi
     log "prefill 8B: $(grep '^round' "$OUT/prefill.txt" | sed 's/classic prefill, tok\/s median \[min, max\] (prompt tokens)://' | tr '\n' ';')"
     if [ -x /tmp/peer-cuda/bin/llama-bench ]; then

@@ -726,22 +726,28 @@ static void test_attention(int nh, int nkv, int hd, sd_kv_dtype_e dt, int pos0) 
     dget(o, dout, sizeof(float) * TMAX * qn);
     CHECK(same_bits(o, one, sizeof(float) * TMAX * qn), "%s: a call split 2 + 7 differs", what);
 #ifdef SPECDEC_HAVE_CUDA
-    /* the staged kernel (attn_staged.cu): the same bits, alone, at T = 9 and split 2 + 7 */
+    /* the staged kernel (attn_staged.cu): the same bits, alone, at T = 9 and split 2 + 7, with a
+     * block serving one row (the rule below 16 rows) and 2, 4 or 16 rows in turn (the rows of a
+     * block share its staged keys; 16: one block for all 9) */
     sd_cuda_attention_kernel(1);
-    for (int pass = 0; pass < 3; pass++) {
+    const int rowsv[4] = {0, 2, 4, 16};
+    for (int pass = 0; pass < 12; pass++) {
+        const int rows = rowsv[pass / 3];
+        sd_cuda_attention_rows(rows);
         dpoison(dout, sizeof(float) * TMAX * qn);
-        if (pass == 0)
+        if (pass % 3 == 0)
             for (int t = 0; t < TMAX; t++)
                 CHECK_OP(G, G->i->attention(G, &s, &dkv, dq + (size_t)t * qn, dout + (size_t)t * qn, 1, (sd_pos){dp, t}), what);
-        else if (pass == 1) CHECK_OP(G, G->i->attention(G, &s, &dkv, dq, dout, TMAX, (sd_pos){dp, 0}), what);
+        else if (pass % 3 == 1) CHECK_OP(G, G->i->attention(G, &s, &dkv, dq, dout, TMAX, (sd_pos){dp, 0}), what);
         else {
             CHECK_OP(G, G->i->attention(G, &s, &dkv, dq, dout, 2, (sd_pos){dp, 0}), what);
             CHECK_OP(G, G->i->attention(G, &s, &dkv, dq + 2 * qn, dout + 2 * qn, 7, (sd_pos){dp, 2}), what);
         }
         dget(o, dout, sizeof(float) * TMAX * qn);
-        CHECK(same_bits(o, one, sizeof(float) * TMAX * qn), "%s: the staged kernel differs from the split kernel (pass %d)",
-              what, pass);
+        CHECK(same_bits(o, one, sizeof(float) * TMAX * qn),
+              "%s: the staged kernel differs from the split kernel (pass %d, rows a block %d)", what, pass % 3, rows);
     }
+    sd_cuda_attention_rows(0);
     sd_cuda_attention_kernel(1);   /* back to the default */
 #endif
     dfree(dkv.k); dfree(dkv.v); dfree(dq); dfree(dout); dfree(dp);

@@ -18,16 +18,17 @@ static_assert(AT_CK == AT_WARPS * 32, "one lane per key of a chunk");
 SDC_HD int at_gs(int grp) { return grp % 8 == 0 ? 8 : grp % 4 == 0 ? 4 : grp % 3 == 0 ? 3 : grp % 2 == 0 ? 2 : 1; }
 
 /* What a block of grid (SDC_ATTN_SPLITS, nkv * (group / GS), T) works on: split slot s of row t,
- * GS query heads from h0 of kv head kh; nch chunks in the row's nkeys keys. */
+ * GS query heads from h0 of kv head kh; nch chunks in the row's nkeys keys. (attn_staged.cu's
+ * blocks serve several rows in turn: at_block(p, t) for each.) */
 struct AtBlock {
     int s, t, kh, h0, nkeys, nch;
     size_t kstride, kbase;   /* a key's row in the cache; the kv head's first entry in it */
 };
-template <int GS> SDC_D AtBlock at_block(const sdc_attn_params &p) {
+template <int GS> SDC_D AtBlock at_block(const sdc_attn_params &p, int t) {
     AtBlock b;
     const int grp = p.nh / p.nkv, nsl = grp / GS;
     b.s = blockIdx.x;
-    b.t = blockIdx.z;
+    b.t = t;
     b.kh = blockIdx.y / nsl;
     b.h0 = b.kh * grp + (blockIdx.y % nsl) * GS;
     b.nkeys = sdc_pos(p.pos_base, p.pos_off, b.t) + 1;
@@ -36,6 +37,7 @@ template <int GS> SDC_D AtBlock at_block(const sdc_attn_params &p) {
     b.kbase = (size_t)b.kh * (size_t)p.hd;
     return b;
 }
+template <int GS> SDC_D AtBlock at_block(const sdc_attn_params &p) { return at_block<GS>(p, blockIdx.z); }
 
 /* q of the block's heads into qs (every thread; read after the caller's next barrier). */
 template <int GS> SDC_D void at_load_q(const sdc_attn_params &p, const AtBlock &b, float (&qs)[GS][SDC_ATTN_MAX_HD]) {

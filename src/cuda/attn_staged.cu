@@ -173,15 +173,25 @@ SDC_D void at_fuse_heads(const sdc_attn_params &p, const sdc_attn_fuse &f, const
     }
 }
 
-/* grid (SDC_ATTN_SPLITS, nkv * (group / GS), T); dynamic shared memory: one or two staged
- * chunks of rs-byte rows (two: K and V land together; one: V after the scores, in K's place),
- * and for the fused form (FUSE: attention.h's sdc_attention_fused; two always) the norm weights
- * and rows at_fuse_heads stages, nk the call's rows. The fused form's bound of one block an SM
- * lets ptxas take the registers it asks for (152-190; under the default bound it held 128 and
- * spilled up to 20 bytes); two blocks an SM still fit, and its shared memory allows no more. */
+/* grid (SDC_ATTN_SPLITS, nkv * (group / GS), ceil(T / rows)); block z serves rows z rows ..
+ * z rows + rows - 1 in turn, each with exactly the arithmetic a block of its own would do. Dynamic
+ * shared memory: one or two staged chunks of rs-byte rows (two: K and V land together; one: V
+ * after the scores, in K's place), and for the fused form (FUSE: attention.h's
+ * sdc_attention_fused; two always, rows 1) the norm weights and rows at_fuse_heads stages, nk the
+ * call's rows. The fused form's bound of one block an SM lets ptxas take the registers it asks
+ * for (152-190; under the default bound it held 128 and spilled up to 20 bytes); two blocks an SM
+ * still fit, and its shared memory allows no more.
+ *
+ * Rows of a block share the staged chunk. A prefill chunk's rows need the same chunks of keys
+ * (chunk c is keys 128c .. 128c + 127 for every row; a row sees those up to its own position), so
+ * with K and V both resident (two) a row stages only the keys of the chunk the rows before it did
+ * not: a block of R rows reads a chunk once instead of R times. Which bytes are staged changes no
+ * value a row computes: it reads keys below its own count only. With one chunk a slot (contexts
+ * of up to 4096 keys) a block stages each chunk once; beyond, a slot's chunks alternate, and each
+ * row stages them again, as a block of its own would. */
 template <int GS, int KVDT, bool FUSE>
 __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
-    attn_staged(const sdc_attn_params p, const int rs, const int two, const sdc_attn_fuse f, const int nk) {
+    attn_staged(const sdc_attn_params p, const int rs, const int two, const sdc_attn_fuse f, const int nk, const int rows) {
     extern __shared__ __align__(16) unsigned char at_smem[];
     float *fw = (float *)(at_smem + (size_t)2 * AT_CK * rs);
     if constexpr (FUSE)   /* the norm weights: no kernel writes them (common.cuh), so before the wait */
@@ -196,105 +206,117 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
     __shared__ int last;
     unsigned char *ks = at_smem, *vs = two ? at_smem + (size_t)AT_CK * rs : at_smem;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const AtBlock b = at_block<GS>(p);
-    if (b.s >= b.nch) return;   /* this slot has no chunk yet */
     const int hd = p.hd;
+    int st_ch = -1, st_n = 0;   /* the chunk whose first st_n keys K and V hold (-1: none) */
 
-    float M[GS], L[GS], O[GS][2];
-    at_state_init<GS>(M, L, O);
-    for (int ch = b.s; ch < b.nch; ch += SDC_ATTN_SPLITS) {
-        const int j0 = ch * AT_CK, nvalid = min(AT_CK, b.nkeys - j0);
-        const int key = warp * 32 + lane;
-        const bool valid = key < nvalid;
-        /* keys from lo on are this call's (the fused form computes them; else all are cached) */
-        const int lo = FUSE ? max(j0, b.nkeys - 1 - b.t) : j0 + nvalid, nnew = max(0, j0 + nvalid - lo);
-        at_stage<KVDT>(p.k, b.kstride, b.kbase, j0, nvalid - nnew, hd, ks, rs);
-        if (two) at_stage<KVDT>(p.v, b.kstride, b.kbase, j0, nvalid - nnew, hd, vs, rs);
-        if constexpr (FUSE) at_fuse_heads<GS, KVDT>(p, f, b, ch, lo, nnew, nvalid - nnew, nvalid, nk, fw, qs, ks, vs, rs);
-        else {
-            if (ch == b.s) at_load_q<GS>(p, b, qs);   /* while the first chunk's copies are in flight */
-            if (two) sdc_cp_wait<1>();
-            else sdc_cp_wait<0>();
-            __syncthreads();   /* K (and q) landed for every thread */
-        }
+    const int nrows = FUSE ? 1 : rows;   /* the fused form: one row a block */
+    for (int r = 0; r < nrows; r++) {
+        const int t = blockIdx.z * nrows + r;
+        if (t >= p.T) break;
+        const AtBlock b = at_block<GS>(p, t);
+        if (b.s >= b.nch) continue;   /* this slot has no chunk yet */
 
-        /* scores of this lane's key for the GS heads: an fmaf chain over d = 0..hd-1 */
-        float sc[GS];
-#pragma unroll
-        for (int gg = 0; gg < GS; gg++) sc[gg] = 0.0f;
-        if (valid) {   /* 16-byte reads of the key's row: rows rs apart fall on distinct banks */
-            constexpr int PER = KVDT == SDC_F32 ? 4 : 8;   /* entries per 16 bytes */
-            const unsigned char *kr = ks + (size_t)key * rs;
-            for (int d0 = 0; d0 < hd; d0 += PER) {
-                const uint4 raw = *(const uint4 *)(kr + (size_t)d0 * (16 / PER));
-                float kf[PER];
-                kv_unpack16<KVDT>(raw, kf);
-#pragma unroll
-                for (int e = 0; e < PER; e += 4)
-#pragma unroll
-                    for (int gg = 0; gg < GS; gg++) {
-                        const float4 q4 = *(const float4 *)&qs[gg][d0 + e];
-                        sc[gg] = fmaf(q4.x, kf[e], sc[gg]);
-                        sc[gg] = fmaf(q4.y, kf[e + 1], sc[gg]);
-                        sc[gg] = fmaf(q4.z, kf[e + 2], sc[gg]);
-                        sc[gg] = fmaf(q4.w, kf[e + 3], sc[gg]);
-                    }
+        float M[GS], L[GS], O[GS][2];
+        at_state_init<GS>(M, L, O);
+        for (int ch = b.s; ch < b.nch; ch += SDC_ATTN_SPLITS) {
+            const int j0 = ch * AT_CK, nvalid = min(AT_CK, b.nkeys - j0);
+            const int key = warp * 32 + lane;
+            const bool valid = key < nvalid;
+            /* keys from lo on are this call's (the fused form computes them; else all are cached) */
+            const int lo = FUSE ? max(j0, b.nkeys - 1 - b.t) : j0 + nvalid, nnew = max(0, j0 + nvalid - lo);
+            /* the keys an earlier row of the block left staged (the unfused form with K and V
+             * resident only: the fused form writes its own keys in, the other puts V over K) */
+            const int have = !FUSE && two && st_ch == ch ? min(st_n, nvalid) : 0;
+            at_stage<KVDT>(p.k, b.kstride, b.kbase, j0 + have, nvalid - nnew - have, hd, ks + (size_t)have * rs, rs);
+            if (two) at_stage<KVDT>(p.v, b.kstride, b.kbase, j0 + have, nvalid - nnew - have, hd, vs + (size_t)have * rs, rs);
+            st_n = st_ch == ch ? max(st_n, nvalid) : nvalid;
+            st_ch = !FUSE && two ? ch : -1;
+            if constexpr (FUSE) at_fuse_heads<GS, KVDT>(p, f, b, ch, lo, nnew, nvalid - nnew, nvalid, nk, fw, qs, ks, vs, rs);
+            else {
+                if (ch == b.s) at_load_q<GS>(p, b, qs);   /* while the first chunk's copies are in flight */
+                if (two) sdc_cp_wait<1>();
+                else sdc_cp_wait<0>();
+                __syncthreads();   /* K (and q) landed for every thread */
             }
-        }
 
-        /* chunk max and sum of exp, then the merge factors (every thread computes the same) */
-        float mch[GS], fa[GS], fb[GS];
-        at_scores_max<GS>(sc, valid, p.scale, lane, warp, red);
-        __syncthreads();   /* also: every read of K is done */
-        if (!two) at_stage<KVDT>(p.v, b.kstride, b.kbase, j0, nvalid, hd, vs, rs);
-        at_chunk_max<GS>(red, mch);
+            /* scores of this lane's key for the GS heads: an fmaf chain over d = 0..hd-1 */
+            float sc[GS];
+    #pragma unroll
+            for (int gg = 0; gg < GS; gg++) sc[gg] = 0.0f;
+            if (valid) {   /* 16-byte reads of the key's row: rows rs apart fall on distinct banks */
+                constexpr int PER = KVDT == SDC_F32 ? 4 : 8;   /* entries per 16 bytes */
+                const unsigned char *kr = ks + (size_t)key * rs;
+                for (int d0 = 0; d0 < hd; d0 += PER) {
+                    const uint4 raw = *(const uint4 *)(kr + (size_t)d0 * (16 / PER));
+                    float kf[PER];
+                    kv_unpack16<KVDT>(raw, kf);
+    #pragma unroll
+                    for (int e = 0; e < PER; e += 4)
+    #pragma unroll
+                        for (int gg = 0; gg < GS; gg++) {
+                            const float4 q4 = *(const float4 *)&qs[gg][d0 + e];
+                            sc[gg] = fmaf(q4.x, kf[e], sc[gg]);
+                            sc[gg] = fmaf(q4.y, kf[e + 1], sc[gg]);
+                            sc[gg] = fmaf(q4.z, kf[e + 2], sc[gg]);
+                            sc[gg] = fmaf(q4.w, kf[e + 3], sc[gg]);
+                        }
+                }
+            }
+
+            /* chunk max and sum of exp, then the merge factors (every thread computes the same) */
+            float mch[GS], fa[GS], fb[GS];
+            at_scores_max<GS>(sc, valid, p.scale, lane, warp, red);
+            __syncthreads();   /* also: every read of K is done */
+            if (!two) at_stage<KVDT>(p.v, b.kstride, b.kbase, j0, nvalid, hd, vs, rs);
+            at_chunk_max<GS>(red, mch);
+            __syncthreads();
+            at_exp_sum<GS>(sc, mch, valid, key, lane, warp, pr, red);
+            sdc_cp_wait<0>();
+            __syncthreads();   /* pr, red and V are complete */
+            at_merge<GS>(red, mch, M, L, fa, fb);
+
+            /* P.V for this thread's dims d = tid, tid + 128: an fmaf chain over the keys in order */
+    #pragma unroll
+            for (int di = 0; di < 2; di++) {
+                const int d = tid + di * AT_THREADS;
+                if (d >= hd) continue;
+                float o[GS];
+    #pragma unroll
+                for (int gg = 0; gg < GS; gg++) o[gg] = 0.0f;
+                for (int j = 0; j < nvalid; j++) {
+                    const float vv = kv_sm<KVDT>(vs + (size_t)j * rs, d);
+    #pragma unroll
+                    for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j], vv, o[gg]);
+                }
+                at_merge_o<GS>(O, di, o, fa, fb);
+            }
+            __syncthreads();   /* pr, red, K and V are rewritten by the next chunk */
+        }
+        if (b.nch == 1) {   /* the only slot: no partials to merge (one write, no round trips) */
+            at_finish_one<GS>(p, b, M, L, O);
+            continue;
+        }
+        at_write_part<GS>(p, b, M, L, O);
+
+        /* The block of the (row, head group) that finishes last merges the used slots (which block
+         * that is changes nothing: the merge reads every slot's partials); its counter goes back to 0
+         * for the next call. */
+        __threadfence();
         __syncthreads();
-        at_exp_sum<GS>(sc, mch, valid, key, lane, warp, pr, red);
-        sdc_cp_wait<0>();
-        __syncthreads();   /* pr, red and V are complete */
-        at_merge<GS>(red, mch, M, L, fa, fb);
-
-        /* P.V for this thread's dims d = tid, tid + 128: an fmaf chain over the keys in order */
-#pragma unroll
-        for (int di = 0; di < 2; di++) {
-            const int d = tid + di * AT_THREADS;
-            if (d >= hd) continue;
-            float o[GS];
-#pragma unroll
-            for (int gg = 0; gg < GS; gg++) o[gg] = 0.0f;
-            for (int j = 0; j < nvalid; j++) {
-                const float vv = kv_sm<KVDT>(vs + (size_t)j * rs, d);
-#pragma unroll
-                for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j], vv, o[gg]);
-            }
-            at_merge_o<GS>(O, di, o, fa, fb);
+        int *cnt = p.count + (size_t)b.t * gridDim.y + blockIdx.y;
+        const int ns = b.nch < SDC_ATTN_SPLITS ? b.nch : SDC_ATTN_SPLITS;
+        if (tid == 0) {
+            last = atomicAdd(cnt, 1) == ns - 1;
+            if (last) *cnt = 0;
         }
-        __syncthreads();   /* pr, red, K and V are rewritten by the next chunk */
+        __syncthreads();
+        if (!last) continue;
+        __threadfence();
+        for (int i = tid; i < GS * hd; i += AT_THREADS) at_combine(p, b.t, b.h0 + i / hd, i % hd, ns);
     }
-    if (b.nch == 1) {   /* the only slot: no partials to merge (one write, no round trips) */
-        at_finish_one<GS>(p, b, M, L, O);
-        return;
-    }
-    at_write_part<GS>(p, b, M, L, O);
-
-    /* The block of the (row, head group) that finishes last merges the used slots (which block
-     * that is changes nothing: the merge reads every slot's partials); its counter goes back to 0
-     * for the next call. */
-    __threadfence();
-    __syncthreads();
-    int *cnt = p.count + (size_t)b.t * gridDim.y + blockIdx.y;
-    const int ns = b.nch < SDC_ATTN_SPLITS ? b.nch : SDC_ATTN_SPLITS;
-    if (tid == 0) {
-        last = atomicAdd(cnt, 1) == ns - 1;
-        if (last) *cnt = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int i = tid; i < GS * hd; i += AT_THREADS) at_combine(p, b.t, b.h0 + i / hd, i % hd, ns);
 }
 
-typedef void (*attn_fn)(const sdc_attn_params, const int, const int, const sdc_attn_fuse, const int);
+typedef void (*attn_fn)(const sdc_attn_params, const int, const int, const sdc_attn_fuse, const int, const int);
 
 template <int GS, bool FUSE> attn_fn pick_dt(int kvdt) {
     if (kvdt == SDC_F32) return attn_staged<GS, SDC_F32, FUSE>;
@@ -317,6 +339,12 @@ size_t at_fused_bytes(int hd, int kvdt, int nk) {
 }
 
 bool g_ok = false, g_fused_ok = false;   /* the kernels took their shared memory */
+
+int g_rows = 0;   /* sd_cuda_attention_rows: 0 the rule below, else rows a block */
+
+/* Rows a block serves (the unfused form): one up to 15 rows (decode, verifies: a block per row
+ * keeps the most blocks in flight), 4 from 16 rows on (prefill chunks). */
+int at_rows(int T) { return g_rows > 0 ? g_rows : T >= 16 ? 4 : 1; }
 
 } // namespace
 
@@ -345,8 +373,9 @@ extern "C" cudaError_t sdc_attn_staged(const sdc_attn_params *p, const sdc_dev *
     const int grp = p->nh / p->nkv, gs = at_gs(grp);
     const int rs = at_row_bytes(p->hd, p->kvdt), one = AT_CK * rs;
     const int two = 2 * one <= d->smem_optin - AT_STATIC_ROOM ? 1 : 0;
-    return sdc_launch(d, pick(gs, p->kvdt, false), dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), p->T), AT_THREADS,
-                      (size_t)(two ? 2 * one : one), *p, rs, two, sdc_attn_fuse{}, 0);
+    const int rows = at_rows(p->T);
+    return sdc_launch(d, pick(gs, p->kvdt, false), dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), (p->T + rows - 1) / rows),
+                      AT_THREADS, (size_t)(two ? 2 * one : one), *p, rs, two, sdc_attn_fuse{}, 0, rows);
 }
 
 /* Called by sdc_attention_fused, which has checked the shape, T, the policy and the alignment. */
@@ -356,5 +385,11 @@ extern "C" cudaError_t sdc_attn_staged_fused(const sdc_attn_params *p, const sdc
     if (smem > (size_t)(d->smem_optin - AT_STATIC_ROOM)) return cudaErrorNotSupported;
     const int grp = p->nh / p->nkv, gs = at_gs(grp);
     return sdc_launch(d, pick(gs, p->kvdt, true), dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), p->T), AT_THREADS, smem, *p,
-                      at_row_bytes(p->hd, p->kvdt), 1, *f, p->T);
+                      at_row_bytes(p->hd, p->kvdt), 1, *f, p->T, 1);
+}
+
+extern "C" int sd_cuda_attention_rows(int rows) {
+    const int was = g_rows;
+    g_rows = rows >= 0 && rows <= 64 ? rows : 0;
+    return was;
 }

@@ -79,6 +79,11 @@ void sd_cuda_attention_kernel(int staged);
 int sd_cuda_attention_fuse(int on);
 /* Tests: how many attention launches the process has queued in the fused form so far. */
 long sd_cuda_attention_fused_taken(void);
+/* Under the staged kernel, the query rows a block of the unfused form serves in turn, sharing
+ * the chunks of keys it stages: 0 (the default) the kernel's rule (1 below 16 rows, 4 from 16 rows
+ * on: prefill chunks), else that many (1..64; SPECDEC_CUDA_ATTN_ROWS at backend creation; A/B
+ * runs, tests). Same bits for any value. Returns the setting before. */
+int sd_cuda_attention_rows(int rows);
 
 /* Benchmarks: switch backend b (name "cuda") between precision f32 (0) and int8 (1) for the ops
  * issued from now on (a recording keeps the kernels it was made with); switching on reserves

@@ -362,10 +362,16 @@ cudaError_t mm_plan(const sdc_mm_params *p, const sdc_dev *d, bool lma, Plan *pl
      * bench_cuda on an H100, 8B shape
      * (docs/benchmarks/cuda-prefill-tile-h100-2026-12-07.md): mma_tile.cu took 0.57-0.80x
      * mma_i4.cu's time on the 4096- to 151936-row matrices at T = 32 and 64, but 1.11-1.57x at
-     * T = 16 and 1.42-1.58x on the 1024-row k and v at any T. */
-    const bool tile = g_mma == 2 || g_mma == 4 || (g_mma == 3 && p->T >= 32 && p->rows >= 2048);
+     * T = 16 and 1.42-1.58x on the 1024-row k and v at any T. With its weights, scales and biases
+     * staged too (mode 4; docs/benchmarks/cuda-prefill-ws-h100-2026-12-07.md) it took 0.58-0.82x
+     * mode 2's time on every matrix and T = 16..64, and the 8B prefill went 1.25x faster: mode 3
+     * takes that form from T = 16 on, except on matrices of fewer than 2048 rows from T = 32 on,
+     * where mma_i4.cu's measured 0.94-0.98x its time (bench_cuda --arm-b mma_w, same run: the
+     * staged form 0.41-0.93x mma_i4.cu's time elsewhere). */
+    const bool ws = g_mma == 4 || (g_mma == 3 && (p->rows >= 2048 || p->T < 32));
+    const bool tile = g_mma == 2 || ws;
     if (g_mma && g_kernels != SD_CUDA_MM_TILED &&
-        (tile ? sdc_mt_plan_for(p, lma, d->n_sm, g_mma == 4, &pl->mq) : sdc_mq_plan_for(p, lma, &pl->mq))) {
+        (tile ? sdc_mt_plan_for(p, lma, d->n_sm, ws, &pl->mq) : sdc_mq_plan_for(p, lma, &pl->mq))) {
         pl->use_mq = true;
         pl->mq_tile = tile;
         pl->grid = pl->mq.gx;
