@@ -24,7 +24,8 @@
  *   - the fused LM head + argmax against matmul + argmax (T = 1, 4), and on the second arm;
  *   - attention (8B shape, bf16 KV) at 128, 256, 512, 2048 and 8192 keys, T = 1 and 4, against the KV bytes, the
  *     split kernel (attention.cu) and the staged one (attn_staged.cu); then a prefill chunk's (T = 64,
- *     f32 KV, 64 to 8192 keys) in the staged kernel with 1, 4, 8 and 16 rows a block;
+ *     f32 KV, 64 to 8192 keys) in the staged kernel with 1 and 4 rows a block and its teams form
+ *     with 2 and 4 teams;
  *   - the cost of one launch, eager and inside a replayed recording;
  *   - bitwise batch-invariance self-checks (a row alone vs the same row in T = 2..64 calls, the
  *     fused LM head vs argmax of the logits, attention rows alone vs T = 16), PASS / FAIL.
@@ -426,24 +427,26 @@ static void bench_attention(void) {
     G->i->release(G, c.kv.v);
 
     /* a prefill chunk's attention: 64 rows at positions n - 64 .. n - 1 over an f32 cache (the
-     * CUDA default), the staged kernel with a block serving 1, 4, 8 and 16 rows in turn */
+     * CUDA default), the staged kernel with a block serving 1 or 4 rows in turn, and its teams
+     * form with 2 and 4 teams (rows at once) */
     c.s.kv_dtype = SD_KV_F32;
     c.kv = (sd_kv_layer){dalloc((size_t)nmax * row * 4), dalloc((size_t)nmax * row * 4)};
     dfill(c.kv.k, (size_t)nmax * row * 4);
     dfill(c.kv.v, (size_t)nmax * row * 4);
     c.T = 64;
-    const int rv[4] = {1, 4, 8, 16};
+    const int rv[4] = {1, 4, 0, 0}, tv[4] = {1, 1, 2, 4};
     printf("| attention 32/8 heads, hd 128, f32 KV, T = 64 | keys of the last row | rows a block 1: us median (min-max) | "
-           "4 | 8 | 16 | 4 / 1 | 8 / 1 | 16 / 1 |\n|---|---|---|---|---|---|---|---|---|\n");
+           "rows 4 | teams 2 | teams 4 | rows 4 / 1 | teams 2 / 1 | teams 4 / 1 |\n|---|---|---|---|---|---|---|---|---|\n");
     const int pkeys[] = {64, 128, 512, 1024, 2048, 4096, 8192};
     for (size_t ki = 0; ki < sizeof pkeys / sizeof pkeys[0]; ki++) {
         int32_t p0 = pkeys[ki] - 64;
         dwrite(c.pos, &p0, 4);
         timing tr[4];
         for (int i = 0; i < 4; i++) {
-            const int was = sd_cuda_attention_rows(rv[i]);
+            const int was = sd_cuda_attention_rows(rv[i]), wt = sd_cuda_attention_teams(tv[i]);
             tr[i] = time_seq(issue_attn, &c, 8);
             sd_cuda_attention_rows(was);
+            sd_cuda_attention_teams(wt);
         }
         printf("| | %d | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.2f | %.2f | %.2f |\n",
                pkeys[ki], 1e6 * tr[0].med, 1e6 * tr[0].mn, 1e6 * tr[0].mx, 1e6 * tr[1].med, 1e6 * tr[1].mn, 1e6 * tr[1].mx,

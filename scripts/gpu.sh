@@ -17,7 +17,8 @@
 #             with >= 2 GPUs spec == classic at --tp 2/4 and decode ms/token at --tp 1/2/4(/8) on the
 #             inflated 32B shape with the all-reduce's share (tp.log, tp_decode_32b.tsv)
 #   sanitize  compute-sanitizer memcheck and racecheck on test_cuda and on test_cuda_kernels' quick
-#             subset (SPECDEC_TEST_QUICK=1: one case of each kernel family)
+#             subset (SPECDEC_TEST_QUICK=1: one case of each kernel family); SANITIZE_TO seconds
+#             each (default 300), SANITIZE_EXCLUDE a kernel-name substring left out
 #   bench     bench_cuda (kernels against the copy bandwidth of the same run; BENCH_ARGS, e.g. --quick)
 #   spec      specdec bench on the CUDA backend (classic vs MTP, interleaved; one process, so the
 #             auto width's measurements and the recorded graphs carry over from the warm-up):
@@ -210,7 +211,7 @@ if has sanitize; then   # the object's test, and one case of each kernel family 
       # API errors are not reported: test_cuda asks for more memory than the device has on purpose
       # SANITIZE_EXCLUDE: a kernel-name substring left unchecked (e.g. st_kernel, whose mbarrier-ordered
       # stages racecheck reports as hazards: docs/benchmarks/cuda-h100-2026-12-05.md)
-      if SPECDEC_TEST_QUICK=1 run_to 300 "$OUT/sanitize_${t}_$tool.log" compute-sanitizer --tool $tool --report-api-errors no \
+      if SPECDEC_TEST_QUICK=1 run_to "${SANITIZE_TO:-300}" "$OUT/sanitize_${t}_$tool.log" compute-sanitizer --tool $tool --report-api-errors no \
           ${SANITIZE_EXCLUDE:+--kernel-name-exclude kns=$SANITIZE_EXCLUDE} --error-exitcode 99 build-gpu/$t; then
         log "compute-sanitizer $tool $t: clean ($(grep -m1 'ERROR SUMMARY' "$OUT/sanitize_${t}_$tool.log"))"
       else log "compute-sanitizer $tool $t: see sanitize_${t}_$tool.log ($(grep -m1 -E 'ERROR SUMMARY|error|not supported' "$OUT/sanitize_${t}_$tool.log"))"; fi

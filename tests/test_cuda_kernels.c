@@ -727,13 +727,15 @@ static void test_attention(int nh, int nkv, int hd, sd_kv_dtype_e dt, int pos0) 
     CHECK(same_bits(o, one, sizeof(float) * TMAX * qn), "%s: a call split 2 + 7 differs", what);
 #ifdef SPECDEC_HAVE_CUDA
     /* the staged kernel (attn_staged.cu): the same bits, alone, at T = 9 and split 2 + 7, with a
-     * block serving one row (the rule below 16 rows) and 2, 4 or 16 rows in turn (the rows of a
-     * block share its staged keys; 16: one block for all 9) */
+     * block serving one row (the rule below 16 rows), 2, 4 or 16 rows in turn (the rows of a
+     * block share its staged keys; 16: one block for all 9), and in the teams form with 2 and 4
+     * teams (rows of a block at once; at T = 9 the last block's teams partly idle) */
     sd_cuda_attention_kernel(1);
-    const int rowsv[4] = {0, 2, 4, 16};
-    for (int pass = 0; pass < 12; pass++) {
-        const int rows = rowsv[pass / 3];
+    const int rowsv[6] = {0, 2, 4, 16, 0, 0}, teamsv[6] = {1, 0, 0, 0, 2, 4};
+    for (int pass = 0; pass < 18; pass++) {
+        const int rows = rowsv[pass / 3], teams = teamsv[pass / 3];
         sd_cuda_attention_rows(rows);
+        sd_cuda_attention_teams(teams);
         dpoison(dout, sizeof(float) * TMAX * qn);
         if (pass % 3 == 0)
             for (int t = 0; t < TMAX; t++)
@@ -745,9 +747,11 @@ static void test_attention(int nh, int nkv, int hd, sd_kv_dtype_e dt, int pos0) 
         }
         dget(o, dout, sizeof(float) * TMAX * qn);
         CHECK(same_bits(o, one, sizeof(float) * TMAX * qn),
-              "%s: the staged kernel differs from the split kernel (pass %d, rows a block %d)", what, pass % 3, rows);
+              "%s: the staged kernel differs from the split kernel (pass %d, rows a block %d, teams %d)", what, pass % 3,
+              rows, teams);
     }
     sd_cuda_attention_rows(0);
+    sd_cuda_attention_teams(0);
     sd_cuda_attention_kernel(1);   /* back to the default */
 #endif
     dfree(dkv.k); dfree(dkv.v); dfree(dq); dfree(dout); dfree(dp);

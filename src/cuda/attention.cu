@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_param
     const AtBlock b = at_block<GS>(p);
     if (b.s >= b.nch) return;   /* this slot has no chunk yet */
     const int hd = p.hd;
-    at_load_q<GS>(p, b, qs);
+    at_load_q<GS>(p, b, qs, threadIdx.x);
     __syncthreads();
 
     float M[GS], L[GS], O[GS][2];
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(AT_THREADS, 1) attn_split(const sdc_attn_param
         }
         __syncthreads();   /* pr and red are rewritten by the next chunk */
     }
-    at_write_part<GS>(p, b, M, L, O);
+    at_write_part<GS>(p, b, M, L, O, threadIdx.x);
 }
 
 /* grid (nh, T), block: hd rounded up to a warp */

@@ -39,9 +39,11 @@ template <int GS> SDC_D AtBlock at_block(const sdc_attn_params &p, int t) {
 }
 template <int GS> SDC_D AtBlock at_block(const sdc_attn_params &p) { return at_block<GS>(p, blockIdx.z); }
 
-/* q of the block's heads into qs (every thread; read after the caller's next barrier). */
-template <int GS> SDC_D void at_load_q(const sdc_attn_params &p, const AtBlock &b, float (&qs)[GS][SDC_ATTN_MAX_HD]) {
-    for (int i = threadIdx.x; i < GS * p.hd; i += AT_THREADS) {
+/* q of the block's heads into qs (every thread, tid its index among AT_THREADS: a block's, or a
+ * team's in attn_staged.cu's teams; read after the caller's next barrier). */
+template <int GS>
+SDC_D void at_load_q(const sdc_attn_params &p, const AtBlock &b, float (&qs)[GS][SDC_ATTN_MAX_HD], int tid) {
+    for (int i = tid; i < GS * p.hd; i += AT_THREADS) {
         const int gg = i / p.hd, dd = i - gg * p.hd;
         qs[gg][dd] = p.q[(size_t)b.t * p.nh * p.hd + (size_t)(b.h0 + gg) * p.hd + dd];
     }
@@ -114,17 +116,17 @@ template <int GS> SDC_D void at_merge_o(float (&O)[GS][2], int di, const float (
  * tid + 128. */
 template <int GS>
 SDC_D void at_write_part(const sdc_attn_params &p, const AtBlock &b, const float (&M)[GS], const float (&L)[GS],
-                         const float (&O)[GS][2]) {
+                         const float (&O)[GS][2], int tid) {
 #pragma unroll
     for (int gg = 0; gg < GS; gg++) {
         const size_t idx = ((size_t)b.t * p.nh + (size_t)(b.h0 + gg)) * SDC_ATTN_SPLITS + (size_t)b.s;
-        if (threadIdx.x == 0) {
+        if (tid == 0) {
             p.part_ml[2 * idx] = M[gg];
             p.part_ml[2 * idx + 1] = L[gg];
         }
 #pragma unroll
         for (int di = 0; di < 2; di++) {
-            const int d = threadIdx.x + di * AT_THREADS;
+            const int d = tid + di * AT_THREADS;
             if (d < p.hd) p.part_o[idx * p.hd + d] = O[gg][di];
         }
     }
@@ -136,7 +138,7 @@ SDC_D void at_write_part(const sdc_attn_params &p, const AtBlock &b, const float
  * O = fmaf(O_0, w, 0), out = O / L), so the same bits as writing the partials and combining. */
 template <int GS>
 SDC_D void at_finish_one(const sdc_attn_params &p, const AtBlock &b, const float (&Ms)[GS], const float (&Ls)[GS],
-                         const float (&Os)[GS][2]) {
+                         const float (&Os)[GS][2], int tid) {
 #pragma unroll
     for (int gg = 0; gg < GS; gg++) {
         const float M = fmaxf(-INFINITY, Ms[gg]);
@@ -144,7 +146,7 @@ SDC_D void at_finish_one(const sdc_attn_params &p, const AtBlock &b, const float
         const float L = fmaf(Ls[gg], w, 0.0f);
 #pragma unroll
         for (int di = 0; di < 2; di++) {
-            const int d = threadIdx.x + di * AT_THREADS;
+            const int d = tid + di * AT_THREADS;
             if (d < p.hd) p.out[(size_t)b.t * p.nh * p.hd + (size_t)(b.h0 + gg) * p.hd + d] = fmaf(Os[gg][di], w, 0.0f) / L;
         }
     }

@@ -61,14 +61,14 @@ template <int KVDT> SDC_D void kv_sm_put(unsigned char *row, int e, float v) {
     else ((uint16_t *)row)[e] = sd_f32_to_f16(v);
 }
 
-/* Stage rows j0 .. j0 + n - 1 of one kv head of cache c into dst (row stride rs bytes): one
- * cp.async per 16 bytes, every load of the chunk in flight together (one round trip to memory
- * where loads of 32 keys or 32 dims at a time took eight). */
-template <int KVDT>
+/* Stage rows j0 .. j0 + n - 1 of one kv head of cache c into dst (row stride rs bytes) by the
+ * block's NTH threads: one cp.async per 16 bytes, every load of the chunk in flight together (one
+ * round trip to memory where loads of 32 keys or 32 dims at a time took eight). */
+template <int KVDT, int NTH = AT_THREADS>
 SDC_D void at_stage(const void *c, size_t kstride, size_t kbase, int j0, int n, int hd, unsigned char *dst, int rs) {
     constexpr int ES = KVDT == SDC_F32 ? 4 : 2;
     const int ng = hd * ES / 16;
-    for (int i = threadIdx.x; i < n * ng; i += AT_THREADS) {
+    for (int i = threadIdx.x; i < n * ng; i += NTH) {
         const int key = i / ng, g = i - key * ng;
         const unsigned char *src = (const unsigned char *)c + ((size_t)(j0 + key) * kstride + kbase) * ES + (size_t)g * 16;
         sdc_cp16(dst + (size_t)key * rs + g * 16, src);
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
             st_ch = !FUSE && two ? ch : -1;
             if constexpr (FUSE) at_fuse_heads<GS, KVDT>(p, f, b, ch, lo, nnew, nvalid - nnew, nvalid, nk, fw, qs, ks, vs, rs);
             else {
-                if (ch == b.s) at_load_q<GS>(p, b, qs);   /* while the first chunk's copies are in flight */
+                if (ch == b.s) at_load_q<GS>(p, b, qs, tid);   /* while the first chunk's copies are in flight */
                 if (two) sdc_cp_wait<1>();
                 else sdc_cp_wait<0>();
                 __syncthreads();   /* K (and q) landed for every thread */
@@ -293,10 +293,10 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
             __syncthreads();   /* pr, red, K and V are rewritten by the next chunk */
         }
         if (b.nch == 1) {   /* the only slot: no partials to merge (one write, no round trips) */
-            at_finish_one<GS>(p, b, M, L, O);
+            at_finish_one<GS>(p, b, M, L, O, tid);
             continue;
         }
-        at_write_part<GS>(p, b, M, L, O);
+        at_write_part<GS>(p, b, M, L, O, tid);
 
         /* The block of the (row, head group) that finishes last merges the used slots (which block
          * that is changes nothing: the merge reads every slot's partials); its counter goes back to 0
@@ -316,6 +316,134 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
     }
 }
 
+/* The teams form, for prefill chunks: NT teams of AT_THREADS threads, team g serving row
+ * blockIdx.z NT + g, all rows of the block at once over one staged copy of each chunk's K and V
+ * (both resident: the form needs two chunks of shared memory). The kernel above gives a block 4
+ * warps, and its two chunks of f32 K and V (135 KB at hd 128) allow one block an SM: 4 warps an SM,
+ * whose chains of loads, fmaf and barriers leave the SM idle most of the time
+ * (docs/benchmarks/cuda-prefill-ws-h100-2026-12-07.md: about 5% of the f32 rate). Here an SM runs
+ * 4 NT warps on the same shared memory.
+ *
+ * Same bits. A team runs the kernel above's steps for its row, in the same order, on the same
+ * staged rows: a chunk's keys are staged up to the most any row of the block sees there (a row
+ * reads its own keys only), and every barrier is the block's, so the teams go through the chunks
+ * in step; a row whose slot has no chunk left (its keys end earlier) skips the chunk's merges and
+ * writes, so its state stays what its own block would have. Team g's q, scores, sums and merge
+ * flag sit in its own slice of the dynamic shared memory after the two chunks (at_team_bytes). */
+/* bytes of one team's slice: qs (GS x SDC_ATTN_MAX_HD), pr (GS x AT_CK), red (AT_WARPS x 8), last */
+SDC_HD int at_team_bytes(int gs) {
+    return (gs * SDC_ATTN_MAX_HD + gs * AT_CK + AT_WARPS * 8) * (int)sizeof(float) + 16;
+}
+
+template <int GS, int KVDT, int NT>
+__global__ void __launch_bounds__(AT_THREADS *NT, 1)
+    attn_teams(const sdc_attn_params p, const int rs) {
+    extern __shared__ __align__(16) unsigned char at_smem[];
+    sdc_grid_enter();
+    __shared__ int nkeys_s[NT];
+    unsigned char *ks = at_smem, *vs = at_smem + (size_t)AT_CK * rs;
+    const int team = threadIdx.x / AT_THREADS, tid = threadIdx.x - team * AT_THREADS, lane = tid & 31, warp = tid >> 5;
+    unsigned char *tb = at_smem + (size_t)2 * AT_CK * rs + (size_t)team * at_team_bytes(GS);
+    float(&qs)[GS][SDC_ATTN_MAX_HD] = *(float(*)[GS][SDC_ATTN_MAX_HD])tb;
+    float(&pr)[GS][AT_CK] = *(float(*)[GS][AT_CK])(tb + GS * SDC_ATTN_MAX_HD * sizeof(float));
+    float(&red)[AT_WARPS][GS] = *(float(*)[AT_WARPS][GS])(tb + GS * (SDC_ATTN_MAX_HD + AT_CK) * sizeof(float));
+    int *last = (int *)(tb + (GS * (SDC_ATTN_MAX_HD + AT_CK) + AT_WARPS * 8) * sizeof(float));
+    const int hd = p.hd;
+    const int t = blockIdx.z * NT + team;
+    const bool active = t < p.T;
+    const AtBlock b = at_block<GS>(p, active ? t : p.T - 1);
+    const int my_nch = active ? b.nch : 0;
+    if (tid == 0) nkeys_s[team] = active ? b.nkeys : 0;
+    __syncthreads();
+    int nch_max = 0;   /* the chunks any row of the block has */
+#pragma unroll
+    for (int g = 0; g < NT; g++) nch_max = max(nch_max, (nkeys_s[g] + AT_CK - 1) / AT_CK);
+
+    float M[GS], L[GS], O[GS][2];
+    at_state_init<GS>(M, L, O);
+    for (int ch = b.s; ch < nch_max; ch += SDC_ATTN_SPLITS) {
+        const int j0 = ch * AT_CK;
+        int nstage = 0;   /* keys of the chunk the block stages: the most any row sees */
+#pragma unroll
+        for (int g = 0; g < NT; g++) nstage = max(nstage, min(AT_CK, nkeys_s[g] - j0));
+        const bool mine = ch < my_nch;
+        const int nvalid = mine ? min(AT_CK, b.nkeys - j0) : 0;
+        const int key = warp * 32 + lane;
+        const bool valid = key < nvalid;
+        at_stage<KVDT, AT_THREADS * NT>(p.k, b.kstride, b.kbase, j0, nstage, hd, ks, rs);
+        at_stage<KVDT, AT_THREADS * NT>(p.v, b.kstride, b.kbase, j0, nstage, hd, vs, rs);
+        if (mine && ch == b.s) at_load_q<GS>(p, b, qs, tid);   /* while the first chunk's copies are in flight */
+        sdc_cp_wait<1>();
+        __syncthreads();   /* K (and q) landed for every thread */
+
+        float sc[GS];
+#pragma unroll
+        for (int gg = 0; gg < GS; gg++) sc[gg] = 0.0f;
+        if (valid) {
+            constexpr int PER = KVDT == SDC_F32 ? 4 : 8;
+            const unsigned char *kr = ks + (size_t)key * rs;
+            for (int d0 = 0; d0 < hd; d0 += PER) {
+                const uint4 raw = *(const uint4 *)(kr + (size_t)d0 * (16 / PER));
+                float kf[PER];
+                kv_unpack16<KVDT>(raw, kf);
+#pragma unroll
+                for (int e = 0; e < PER; e += 4)
+#pragma unroll
+                    for (int gg = 0; gg < GS; gg++) {
+                        const float4 q4 = *(const float4 *)&qs[gg][d0 + e];
+                        sc[gg] = fmaf(q4.x, kf[e], sc[gg]);
+                        sc[gg] = fmaf(q4.y, kf[e + 1], sc[gg]);
+                        sc[gg] = fmaf(q4.z, kf[e + 2], sc[gg]);
+                        sc[gg] = fmaf(q4.w, kf[e + 3], sc[gg]);
+                    }
+            }
+        }
+
+        float mch[GS], fa[GS], fb[GS];
+        at_scores_max<GS>(sc, valid, p.scale, lane, warp, red);
+        __syncthreads();
+        at_chunk_max<GS>(red, mch);
+        __syncthreads();
+        at_exp_sum<GS>(sc, mch, valid, key, lane, warp, pr, red);
+        sdc_cp_wait<0>();
+        __syncthreads();   /* pr, red and V are complete */
+        if (mine) {
+            at_merge<GS>(red, mch, M, L, fa, fb);
+#pragma unroll
+            for (int di = 0; di < 2; di++) {
+                const int d = tid + di * AT_THREADS;
+                if (d >= hd) continue;
+                float o[GS];
+#pragma unroll
+                for (int gg = 0; gg < GS; gg++) o[gg] = 0.0f;
+                for (int j = 0; j < nvalid; j++) {
+                    const float vv = kv_sm<KVDT>(vs + (size_t)j * rs, d);
+#pragma unroll
+                    for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j], vv, o[gg]);
+                }
+                at_merge_o<GS>(O, di, o, fa, fb);
+            }
+        }
+        __syncthreads();   /* pr, red, K and V are rewritten by the next chunk */
+    }
+    const bool has = active && b.s < b.nch;   /* this row's slot had a chunk */
+    if (has && b.nch == 1) at_finish_one<GS>(p, b, M, L, O, tid);
+    const bool part = has && b.nch > 1;
+    if (part) at_write_part<GS>(p, b, M, L, O, tid);
+    __threadfence();
+    __syncthreads();
+    const int ns = b.nch < SDC_ATTN_SPLITS ? b.nch : SDC_ATTN_SPLITS;
+    if (part && tid == 0) {
+        int *cnt = p.count + (size_t)b.t * gridDim.y + blockIdx.y;
+        *last = atomicAdd(cnt, 1) == ns - 1;
+        if (*last) *cnt = 0;
+    }
+    __syncthreads();
+    if (!part || !*last) return;
+    __threadfence();
+    for (int i = tid; i < GS * hd; i += AT_THREADS) at_combine(p, b.t, b.h0 + i / hd, i % hd, ns);
+}
+
 typedef void (*attn_fn)(const sdc_attn_params, const int, const int, const sdc_attn_fuse, const int, const int);
 
 template <int GS, bool FUSE> attn_fn pick_dt(int kvdt) {
@@ -329,6 +457,16 @@ template <bool FUSE> attn_fn pick_gs(int gs, int kvdt) {
 }
 attn_fn pick(int gs, int kvdt, bool fuse) { return fuse ? pick_gs<true>(gs, kvdt) : pick_gs<false>(gs, kvdt); }
 
+typedef void (*teams_fn)(const sdc_attn_params, const int);
+
+template <int NT> teams_fn pick_teams_dt(int gs, int kvdt) {
+#define AT_T(G)                                                                                                        \
+    (kvdt == SDC_F32 ? attn_teams<G, SDC_F32, NT> : kvdt == SDC_BF16 ? attn_teams<G, SDC_BF16, NT> : attn_teams<G, SDC_F16, NT>)
+    return gs == 8 ? AT_T(8) : gs == 4 ? AT_T(4) : gs == 3 ? AT_T(3) : gs == 2 ? AT_T(2) : AT_T(1);
+#undef AT_T
+}
+teams_fn pick_teams(int nt, int gs, int kvdt) { return nt == 4 ? pick_teams_dt<4>(gs, kvdt) : pick_teams_dt<2>(gs, kvdt); }
+
 /* bytes of one staged cache row: hd entries and 16 bytes of padding (the lanes' 16-byte reads
  * of different rows then fall on different banks) */
 int at_row_bytes(int hd, int kvdt) { return hd * (kvdt == SDC_F32 ? 4 : 2) + 16; }
@@ -338,18 +476,25 @@ size_t at_fused_bytes(int hd, int kvdt, int nk) {
     return (size_t)2 * AT_CK * at_row_bytes(hd, kvdt) + (size_t)(3 + 3 * nk) * hd * sizeof(float);
 }
 
-bool g_ok = false, g_fused_ok = false;   /* the kernels took their shared memory */
+bool g_ok = false, g_fused_ok = false, g_teams_ok = false;   /* the kernels took their shared memory */
 
-int g_rows = 0;   /* sd_cuda_attention_rows: 0 the rule below, else rows a block */
+int g_rows = 0;    /* sd_cuda_attention_rows: 0 the rule below, else rows a block of the form above */
+int g_teams = 0;   /* sd_cuda_attention_teams: 0 the rule below, 1 never, 2 or 4 teams at any T */
 
-/* Rows a block serves (the unfused form): one up to 15 rows (decode, verifies: a block per row
- * keeps the most blocks in flight), 4 from 16 rows on (prefill chunks). */
+/* Teams of the teams form (0: the form above): from 16 rows on (prefill chunks) 4, or 2 for 8
+ * heads a block (at 4 its 512 threads' bound of 128 registers spills); below, a block a row keeps
+ * the most blocks in flight (decode, verifies). */
+int at_teams(int T, int gs) {
+    if (g_rows > 0 || g_teams == 1) return 0;
+    return g_teams > 1 ? g_teams : T >= 16 ? (gs == 8 ? 2 : 4) : 0;
+}
+/* Rows a block of the form above serves in turn: 1 up to 15 rows, 4 from 16 rows on. */
 int at_rows(int T) { return g_rows > 0 ? g_rows : T >= 16 ? 4 : 1; }
 
 } // namespace
 
 extern "C" cudaError_t sdc_attn_staged_init(int optin) {
-    g_ok = g_fused_ok = false;
+    g_ok = g_fused_ok = g_teams_ok = false;
     const int big = AT_CK * at_row_bytes(SDC_ATTN_MAX_HD, SDC_F32);   /* one chunk, the largest rows */
     const int lim = optin - AT_STATIC_ROOM < 2 * big ? optin - AT_STATIC_ROOM : 2 * big;
     if (lim < big) return cudaErrorInvalidValue;
@@ -364,6 +509,15 @@ extern "C" cudaError_t sdc_attn_staged_init(int optin) {
         if (!fu) g_ok = true;
     }
     g_fused_ok = true;
+    const int gsv2[5] = {1, 2, 3, 4, 8};
+    for (int nt = 2; nt <= 4; nt += 2)
+        for (int g = 0; g < 5; g++)
+            for (int dt = 0; dt < 3; dt++) {
+                const cudaError_t e = cudaFuncSetAttribute((const void *)pick_teams(nt, gsv2[g], dt),
+                                                           cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024);
+                if (e != cudaSuccess) return e;
+            }
+    g_teams_ok = true;
     return cudaSuccess;
 }
 
@@ -373,6 +527,11 @@ extern "C" cudaError_t sdc_attn_staged(const sdc_attn_params *p, const sdc_dev *
     const int grp = p->nh / p->nkv, gs = at_gs(grp);
     const int rs = at_row_bytes(p->hd, p->kvdt), one = AT_CK * rs;
     const int two = 2 * one <= d->smem_optin - AT_STATIC_ROOM ? 1 : 0;
+    const int nt = at_teams(p->T, gs);
+    const size_t tsmem = (size_t)2 * one + (size_t)nt * at_team_bytes(gs);
+    if (nt && two && g_teams_ok && tsmem <= (size_t)(d->smem_optin - 1024))
+        return sdc_launch(d, pick_teams(nt, gs, p->kvdt), dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), (p->T + nt - 1) / nt),
+                          AT_THREADS * nt, tsmem, *p, rs);
     const int rows = at_rows(p->T);
     return sdc_launch(d, pick(gs, p->kvdt, false), dim3(SDC_ATTN_SPLITS, p->nkv * (grp / gs), (p->T + rows - 1) / rows),
                       AT_THREADS, (size_t)(two ? 2 * one : one), *p, rs, two, sdc_attn_fuse{}, 0, rows);
@@ -391,5 +550,11 @@ extern "C" cudaError_t sdc_attn_staged_fused(const sdc_attn_params *p, const sdc
 extern "C" int sd_cuda_attention_rows(int rows) {
     const int was = g_rows;
     g_rows = rows >= 0 && rows <= 64 ? rows : 0;
+    return was;
+}
+
+extern "C" int sd_cuda_attention_teams(int teams) {
+    const int was = g_teams;
+    g_teams = teams == 1 || teams == 2 || teams == 4 ? teams : 0;
     return was;
 }

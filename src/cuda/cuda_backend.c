@@ -600,6 +600,8 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     if (afv && (afv[0] == '0' || afv[0] == '1') && !afv[1]) sd_cuda_attention_fuse(afv[0] - '0');
     const char *arv = getenv("SPECDEC_CUDA_ATTN_ROWS");   /* rows a staged attention block serves (A/B runs) */
     if (arv && arv[0] >= '0' && arv[0] <= '9') sd_cuda_attention_rows(atoi(arv));
+    const char *atm = getenv("SPECDEC_CUDA_ATTN_TEAMS");   /* 1: no teams form; 2, 4: at every T (A/B runs) */
+    if (atm && atm[0] >= '0' && atm[0] <= '4' && !atm[1]) sd_cuda_attention_teams(atm[0] - '0');
     const char *nbv = getenv("SPECDEC_CUDA_NORM_BLOCKS");   /* 0: the int8 norm preparation in one block a token (A/B runs) */
     if (nbv && (!strcmp(nbv, "0") || !strcmp(nbv, "1"))) sd_cuda_norm_blocks(nbv[0] == '1');
     const char *mqv = getenv("SPECDEC_CUDA_MMA");   /* int8 calls of T >= 16: 0 no tensor-core kernel, 1 mma_i4.cu's, 2 mma_tile.cu's, 3 by shape, 4 mma_tile.cu's weights staged */

@@ -80,10 +80,16 @@ int sd_cuda_attention_fuse(int on);
 /* Tests: how many attention launches the process has queued in the fused form so far. */
 long sd_cuda_attention_fused_taken(void);
 /* Under the staged kernel, the query rows a block of the unfused form serves in turn, sharing
- * the chunks of keys it stages: 0 (the default) the kernel's rule (1 below 16 rows, 4 from 16 rows
- * on: prefill chunks), else that many (1..64; SPECDEC_CUDA_ATTN_ROWS at backend creation; A/B
- * runs, tests). Same bits for any value. Returns the setting before. */
+ * the chunks of keys it stages: 0 (the default) the kernel's rule (the teams form below from 16
+ * rows on; else 1 row), else that many, without teams (1..64; SPECDEC_CUDA_ATTN_ROWS at backend
+ * creation; A/B runs, tests). Same bits for any value. Returns the setting before. */
 int sd_cuda_attention_rows(int rows);
+/* Under the staged kernel and rows 0, the teams form (attn_staged.cu's attn_teams: a block of 2 or
+ * 4 teams of 128 threads, a row each, over one staged copy of each chunk): 0 (the default) its
+ * rule (4 teams from 16 rows on, 2 where a block serves 8 heads), 1 never, 2 or 4 teams at every T
+ * (tests; SPECDEC_CUDA_ATTN_TEAMS at backend creation). Same bits for any value. Returns the
+ * setting before. */
+int sd_cuda_attention_teams(int teams);
 
 /* Benchmarks: switch backend b (name "cuda") between precision f32 (0) and int8 (1) for the ops
  * issued from now on (a recording keeps the kernels it was made with); switching on reserves
