@@ -18,7 +18,8 @@
 #             inflated 32B shape with the all-reduce's share (tp.log, tp_decode_32b.tsv)
 #   sanitize  compute-sanitizer memcheck and racecheck on test_cuda and on test_cuda_kernels' quick
 #             subset (SPECDEC_TEST_QUICK=1: one case of each kernel family); SANITIZE_TO seconds
-#             each (default 300), SANITIZE_EXCLUDE a kernel-name substring left out
+#             each (default 300), SANITIZE_EXCLUDE a kernel-name substring left out, SANITIZE_ONLY the
+#             one checked (the others run unchecked, at full speed)
 #   bench     bench_cuda (kernels against the copy bandwidth of the same run; BENCH_ARGS, e.g. --quick)
 #   spec      specdec bench on the CUDA backend (classic vs MTP, interleaved; one process, so the
 #             auto width's measurements and the recorded graphs carry over from the warm-up):
@@ -212,7 +213,8 @@ if has sanitize; then   # the object's test, and one case of each kernel family 
       # SANITIZE_EXCLUDE: a kernel-name substring left unchecked (e.g. st_kernel, whose mbarrier-ordered
       # stages racecheck reports as hazards: docs/benchmarks/cuda-h100-2026-12-05.md)
       if SPECDEC_TEST_QUICK=1 run_to "${SANITIZE_TO:-300}" "$OUT/sanitize_${t}_$tool.log" compute-sanitizer --tool $tool --report-api-errors no \
-          ${SANITIZE_EXCLUDE:+--kernel-name-exclude kns=$SANITIZE_EXCLUDE} --error-exitcode 99 build-gpu/$t; then
+          ${SANITIZE_EXCLUDE:+--kernel-name-exclude kns=$SANITIZE_EXCLUDE} ${SANITIZE_ONLY:+--kernel-name kns=$SANITIZE_ONLY} \
+          --error-exitcode 99 build-gpu/$t; then
         log "compute-sanitizer $tool $t: clean ($(grep -m1 'ERROR SUMMARY' "$OUT/sanitize_${t}_$tool.log"))"
       else log "compute-sanitizer $tool $t: see sanitize_${t}_$tool.log ($(grep -m1 -E 'ERROR SUMMARY|error|not supported' "$OUT/sanitize_${t}_$tool.log"))"; fi
     done

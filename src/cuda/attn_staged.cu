@@ -22,7 +22,10 @@
  * 2048 on an H200, ~1 us more a slot: docs/benchmarks/cuda-h200-2026-12-06.md). A row whose keys fit one chunk (a context of up
  * to 128 tokens) has one slot: its block writes the output itself (at_finish_one), skipping the
  * partials, the fence, the counter and the re-reads, with at_combine's arithmetic for one slot.
- * The query rows are read while the first chunk's copies are in flight. */
+ * The query rows are read while the first chunk's copies are in flight.
+ *
+ * Prefill chunks (16 rows or more) take the teams form (attn_teams below): a block's 2 or 4 rows
+ * at once over one staged copy of each chunk, the same steps per row, so the same bits. */
 #include "cuda/attn_core.cuh"
 #include "cuda/qk_core.cuh"
 
