@@ -68,7 +68,7 @@
 #             the two kernels; mma_tile_w: mma_tile.cu's two forms) on the 8B shape's
 #             int8 matrices (MMA_WIDE=1: at T = 1, 16, 32, 64 only), exact.sh with each of MMA_MODES (default 1 2) on (the 1.7B shape, K = 16)
 #   prefill   a 512-token prompt's prefill on the 8B shape (specdec bench's classic prefill line) under
-#             each set of PREFILL_SETS (VAR=value[,VAR=value] words; default SPECDEC_CUDA_MMA=a for
+#             each set of PREFILL_SETS (VAR=value[,VAR=value] words, BATCH=N for --batch N; default SPECDEC_CUDA_MMA=a for
 #             each a of PREFILL_MODES, default 0 1 2 3), alternated; the ids of 32 greedy tokens
 #             identical under all; llama.cpp's pp512 on the same shape (with peer)
 #   pfstep    Nsight Compute's duration of every kernel of a 512-token prefill on the 8B shape, summed by
@@ -459,12 +459,15 @@ if has prefill; then   # prefill of a 512-token prompt on the 8B shape: specdec 
     : > "$OUT/prefill.txt"
     if [ -n "${PREFILL_SETS:-}" ]; then read -r -a psets <<< "$PREFILL_SETS"
     else psets=(); for a in ${PREFILL_MODES:-0 1 2 3}; do psets+=("SPECDEC_CUDA_MMA=$a"); done; fi
-    penv() { PE=(); [ "$1" != - ] && IFS=, read -r -a PE <<< "$1"; }
+    penv() {   # PE: the set's variables; PB: --batch N for its word BATCH=N (the prefill's chunk)
+      local w=(); PE=(); PB=(); [ "$1" != - ] && IFS=, read -r -a w <<< "$1"
+      for v in "${w[@]}"; do case "$v" in BATCH=*) PB=(--batch "${v#BATCH=}") ;; *) PE+=("$v") ;; esac; done
+    }
     for r in $(seq 1 ${PREFILL_ROUNDS:-3}); do
       for st in "${psets[@]}"; do
         penv "$st"
         run_to 200 /tmp/pf.md env "${PE[@]}" "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/pp512.jsonl \
-          -n 16 --block-size 4 --repeats 5 --ignore-eos
+          -n 16 --block-size 4 --repeats 5 --ignore-eos "${PB[@]}"
         echo "round $r $st: $(grep -m1 '^classic prefill' /tmp/pf.md)" >> "$OUT/prefill.txt"
       done
     done
@@ -472,7 +475,7 @@ if has prefill; then   # prefill of a 512-token prompt on the 8B shape: specdec 
     ok=1; i=0
     for st in "${psets[@]}"; do
       penv "$st"
-      env "${PE[@]}" timeout 120 "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 32 --ignore-eos \
+      env "${PE[@]}" timeout 120 "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 32 --ignore-eos "${PB[@]}" \
         --ids-out /tmp/pp_ids_$i.json > /dev/null 2>> "$OUT/prefill.txt"
       [ -s /tmp/pp_ids_$i.json ] && cmp -s /tmp/pp_ids_$i.json /tmp/pp_ids_0.json || ok=0
       i=$((i + 1))

@@ -3,7 +3,8 @@
 # --version; -f FILE and -f - equal -p; -m defaults to the embedded model from any working
 # directory (and says where it looked when it is not there); a GGUF file given to -m is named as
 # such; output files that cannot be written fail before the model loads; --seed -1 is a fresh seed
-# that is reported, other bad seeds and numbers are refused naming the option; stop reasons are names.
+# that is reported, other bad seeds and numbers are refused naming the option; stop reasons are names;
+# --batch changes no output.
 . "$(dirname "$0")/cli_lib.sh"
 
 # --help / -h on every command: usage on stdout, exit 0
@@ -38,6 +39,13 @@ printf '%s' "$P" > "$T/prompt.txt"
 "$BIN" run -m "$M" -n 12 -f "$T/prompt.txt" > "$T/f.out" 2>/dev/null || bad "run -f FILE failed"
 "$BIN" run -m "$M" -n 12 -f - < "$T/prompt.txt" > "$T/s.out" 2>/dev/null || bad "run -f - failed"
 [ -s "$T/p.out" ] && cmp -s "$T/p.out" "$T/f.out" && cmp -s "$T/p.out" "$T/s.out" || bad "-f FILE / -f - differ from -p"
+
+# --batch N changes the prefill's chunks and the widest verify, never the output: a prompt of more
+# than 5 tokens in chunks of 5, and MTP at block size 4 with 3 rows a call (capped), as the default
+"$BIN" run -m "$M" -n 12 -p "$P" --batch 5 > "$T/b5.out" 2>/dev/null || bad "run --batch 5 failed"
+cmp -s "$T/p.out" "$T/b5.out" || bad "run --batch 5 differs from the default"
+"$BIN" run -m "$M" -n 12 -p "$P" --draft mtp --block-size 4 --batch 3 > "$T/b3.out" 2>/dev/null || bad "run --batch 3 with MTP failed"
+cmp -s "$T/p.out" "$T/b3.out" || bad "MTP with --batch 3 differs from classic"
 [ "$("$BIN" tokenize -m "$M" -f "$T/prompt.txt")" = "$("$BIN" tokenize -m "$M" -p "$P")" ] || bad "tokenize -f differs from -p"
 "$BIN" run -m "$M" -n 4 -f "$T/none.txt" >/dev/null 2>"$T/err" && bad "-f of a missing file accepted"
 grep -q "none.txt" "$T/err" || bad "-f of a missing file: not named: $(cat "$T/err")"

@@ -46,6 +46,7 @@ expect "prompt longer than the context" "context" "$BIN" run -m "$MODEL" --ctx 8
 expect "bad -n" "-n" "$BIN" run -m "$MODEL" -p hi -n 12x
 expect "bad --kv-dtype" "kv-dtype" "$BIN" run -m "$MODEL" -p hi --kv-dtype f8
 expect "bad --precision" "--precision: 'fp8'" "$BIN" run -m "$MODEL" -p hi --precision fp8
+expect "bad --batch" "--batch: '5000' is not an integer in \\[1, 4096\\]" "$BIN" run -m "$MODEL" -p hi --batch 5000
 expect "bad --sampling" "--sampling: 'greedy' is not one of seeded, rejection" "$BIN" run -m "$MODEL" -p hi --sampling greedy
 expect "bench: bad --sampling" "--sampling: 'greedy' is not one of" "$BIN" bench -m "$MODEL" --sampling greedy
 expect "inflate: bad --fill" "--fill: 'ones' is not one of random, zero" "$BIN" inflate "$MODEL" "$T/never" --fill ones
@@ -54,6 +55,7 @@ for c in bench score serve; do
     expect "$c: bad --kv-dtype" "kv-dtype: 'f8'" "$BIN" $c -m "$MODEL" --kv-dtype f8
     expect "$c: bad --precision" "--precision: 'int4'" "$BIN" $c -m "$MODEL" --precision int4
     expect "$c: bad --threads" "--threads" "$BIN" $c -m "$MODEL" --threads 0
+    expect "$c: bad --batch" "--batch: '0' is not an integer" "$BIN" $c -m "$MODEL" --batch 0
     expect "$c: --backend without a name" "--backend needs a name" "$BIN" $c -m "$MODEL" --backend
 done
 expect "decode of a non-array" "JSON array" "$BIN" tokenize -m "$MODEL" --decode -p '{"a":1}'

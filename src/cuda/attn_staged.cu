@@ -462,13 +462,15 @@ attn_fn pick(int gs, int kvdt, bool fuse) { return fuse ? pick_gs<true>(gs, kvdt
 
 typedef void (*teams_fn)(const sdc_attn_params, const int);
 
-template <int NT> teams_fn pick_teams_dt(int gs, int kvdt) {
-#define AT_T(G)                                                                                                        \
+#define AT_T(G, NT)                                                                                                    \
     (kvdt == SDC_F32 ? attn_teams<G, SDC_F32, NT> : kvdt == SDC_BF16 ? attn_teams<G, SDC_BF16, NT> : attn_teams<G, SDC_F16, NT>)
-    return gs == 8 ? AT_T(8) : gs == 4 ? AT_T(4) : gs == 3 ? AT_T(3) : gs == 2 ? AT_T(2) : AT_T(1);
-#undef AT_T
+/* nt teams (2 or 4) of gs heads each; 8 heads a block come in 2 teams only (at_teams) */
+teams_fn pick_teams(int nt, int gs, int kvdt) {
+    if (gs == 8) return AT_T(8, 2);
+    if (nt == 4) return gs == 4 ? AT_T(4, 4) : gs == 3 ? AT_T(3, 4) : gs == 2 ? AT_T(2, 4) : AT_T(1, 4);
+    return gs == 4 ? AT_T(4, 2) : gs == 3 ? AT_T(3, 2) : gs == 2 ? AT_T(2, 2) : AT_T(1, 2);
 }
-teams_fn pick_teams(int nt, int gs, int kvdt) { return nt == 4 ? pick_teams_dt<4>(gs, kvdt) : pick_teams_dt<2>(gs, kvdt); }
+#undef AT_T
 
 /* bytes of one staged cache row: hd entries and 16 bytes of padding (the lanes' 16-byte reads
  * of different rows then fall on different banks) */
@@ -485,11 +487,12 @@ int g_rows = 0;    /* sd_cuda_attention_rows: 0 the rule below, else rows a bloc
 int g_teams = 0;   /* sd_cuda_attention_teams: 0 the rule below, 1 never, 2 or 4 teams at any T */
 
 /* Teams of the teams form (0: the form above): from 16 rows on (prefill chunks) 4, or 2 for 8
- * heads a block (at 4 its 512 threads' bound of 128 registers spills); below, a block a row keeps
- * the most blocks in flight (decode, verifies). */
+ * heads a block, always (at 4 its 512 threads' bound of 128 registers spills); below, a block a
+ * row keeps the most blocks in flight (decode, verifies). */
 int at_teams(int T, int gs) {
     if (g_rows > 0 || g_teams == 1) return 0;
-    return g_teams > 1 ? g_teams : T >= 16 ? (gs == 8 ? 2 : 4) : 0;
+    const int nt = g_teams > 1 ? g_teams : T >= 16 ? 4 : 0;
+    return gs == 8 && nt ? 2 : nt;
 }
 /* Rows a block of the form above serves in turn: 1 up to 15 rows, 4 from 16 rows on. */
 int at_rows(int T) { return g_rows > 0 ? g_rows : T >= 16 ? 4 : 1; }

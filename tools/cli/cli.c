@@ -98,6 +98,7 @@ int cli_ctx_option(const char *a, const char *val, specdec_ctx_params *cp, int *
     }
     else if (!strcmp(a, "--device")) { if (cli_int(a, val, 0, 64, &v)) return -1; cp->device = (int)v; }
     else if (!strcmp(a, "--ctx")) { if (cli_int(a, val, 1, 1 << 24, &v)) return -1; cp->n_ctx = (int)v; }
+    else if (!strcmp(a, "--batch")) { if (cli_int(a, val, 1, 4096, &v)) return -1; cp->max_batch = (int)v; }
     else if (!strcmp(a, "--kv-dtype")) { if (cli_parse_kv_dtype(val, &cp->kv_dtype)) return -1; }
     else if (!strcmp(a, "--precision")) { if (cli_parse_precision(val, &cp->precision)) return -1; }
     else if (!strcmp(a, "--drafter-weights")) { if (cli_parse_drafter_weights(val, &cp->drafter_weights)) return -1; }

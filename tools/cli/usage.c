@@ -8,7 +8,8 @@ typedef struct { const char *cmd, *text; } cmd_usage;
 static const cmd_usage USAGE[] = {
     {"run",
      "  run       [-m DIR] (-p TEXT | -f FILE | -f -) [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-     "            [--seed S|-1] [--threads N] [--ctx N] [--kv-dtype f32|bf16|f16|default] [--stop S]... [--ignore-eos]\n"
+     "            [--seed S|-1] [--threads N] [--ctx N] [--batch N] [--kv-dtype f32|bf16|f16|default] [--stop S]...\n"
+     "            [--ignore-eos]\n"
      "            [--backend auto|cpu|cuda] [--device N] [--precision f32|int8|default]\n"
      "            [--tp N] [--tp-reduce gather|ring|none]\n"
      "            [--draft mtp|mtp+ngram[:M]|model:DIR|ngram[:N]] [--block-size K|auto] [--sampling seeded|rejection]\n"
@@ -24,8 +25,8 @@ static const cmd_usage USAGE[] = {
      "            [--repeats R] [--threads N] [--temp T] [--seed S] [--sampling seeded|rejection] [--out FILE.md]\n"
      "            [--draft-vocab FILE[:N]|none]... [--drafter-weights stored|q4|default] [--profile-drafter]\n"
      "            [--max-prompts N] [--ignore-eos]\n"
-     "            [--backend B] [--device N] [--ctx N] [--kv-dtype f32|bf16|f16|default] [--precision f32|int8|default]\n"
-     "            [--reference] [--tp N]\n"
+     "            [--backend B] [--device N] [--ctx N] [--batch N] [--kv-dtype f32|bf16|f16|default]\n"
+     "            [--precision f32|int8|default] [--reference] [--tp N]\n"
      "            (the defaults are run's: --block-size auto, seeded sampling, the shipped draft vocabulary)\n"},
     {"info",
      "  info      [-m DIR] [--backend auto|cpu|cuda] [--device N] [--threads N] [--tp N]\n"},
@@ -33,7 +34,7 @@ static const cmd_usage USAGE[] = {
      "  tokenize  [-m DIR] (-p TEXT | -f FILE | -f -) [--decode]   (--decode: the text is a JSON array of ids)\n"},
     {"score",
      "  score     [-m DIR] (-p TEXT | -f FILE | -f -) --ids JSON|@FILE [--top K] [--threads N] [--backend B]\n"
-     "            [--device N] [--ctx N] [--kv-dtype f32|bf16|f16|default] [--precision f32|int8|default]\n"
+     "            [--device N] [--ctx N] [--batch N] [--kv-dtype f32|bf16|f16|default] [--precision f32|int8|default]\n"
      "            [--reference] [--tp N]\n"
      "            (per continuation token: its logit, rank and the top K, as JSON lines)\n"},
     {"quantize",

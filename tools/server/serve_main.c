@@ -17,7 +17,8 @@
 static void serve_usage_to(FILE *f) {
     fputs("usage: specdec serve [-m DIR] [--draft auto|mtp|mtp+ngram|ngram|model:DIR|none] [--host 127.0.0.1] [--port 8080]\n"
           "                     [--api-key KEY] [--threads N] [--queue N] [--max-body BYTES] [--timeout-s S]\n"
-          "                     [--ctx N] [--kv-dtype f32|bf16|f16] [--precision f32|int8] [--name MODEL_NAME] [--draft-vocab FILE[:N]|none]\n"
+          "                     [--ctx N] [--batch N] [--kv-dtype f32|bf16|f16] [--precision f32|int8] [--name MODEL_NAME]\n"
+          "                     [--draft-vocab FILE[:N]|none]\n"
           "                     [--backend B] [--device N] [--tp N] [--tp-reduce gather|ring|none] [--drafter-weights stored|q4|default]\n"
           "                     [--max-tokens N] [--max-header-bytes BYTES] [--idle-timeout-s S] [--log-format text|json]\n"
           "  Limits (defaults): --queue 16 waiting requests (503 past it), --max-body 1048576 (413),\n"
