@@ -73,6 +73,12 @@
 #             identical under all; llama.cpp's pp512 on the same shape (with peer)
 #   pfstep    Nsight Compute's duration of every kernel of a 512-token prefill on the 8B shape, summed by
 #             kernel (pfstep_8b.md; PFSTEP_MMA, default 3: the SPECDEC_CUDA_MMA it runs under)
+#   pfprof    Nsight Compute counters (speed of light, stalls, memory, occupancy) of the first PFPROF_COUNT
+#             (default 6) launches of a 512-token prefill's kernels matching PFPROF_RE (default
+#             mt_kernel|attn_teams) on the 8B shape (pfprof_8b.txt)
+#   profile   Nsight Compute counters of bench_cuda --profile's representative kernels (ncu.txt)
+#   e2e       end to end on the embedded pair and the inflated 8B shape: ms per token, the round's
+#             phases, kernel launches per generated token
 #   kprof     Nsight Compute counters (speed of light, warp stalls, memory) of one decode layer's kernels on
 #             the inflated 8B shape (KPROF_RE, KPROF_SKIP, KPROF_COUNT; kprof_8b.txt)
 #   envab     classic decode tok/s of the inflated 8B shape (ENVAB_MODEL) under each of ENVAB_SETS (words
@@ -101,6 +107,10 @@ phases=("$@")
 [ ${#phases[@]} -eq 0 ] && phases=(env build test bench exact)
 log() { echo "[gpu.sh $(date +%T)] $*" | tee -a "$SUM"; }
 has() { for p in "${phases[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
+KNOWN=" env build test exact tp sanitize bench spec peer scale int8 ab attnab mma prefill pfstep pfprof kprof envab e2e profile step decide "
+for p in "${phases[@]}"; do   # a misspelt phase would run nothing and say nothing
+  case "$KNOWN" in *" $p "*) ;; *) echo "gpu.sh: unknown phase '$p' (phases:$KNOWN)" >&2; exit 2 ;; esac
+done
 T0=$(date +%s)
 # The device machine returns at most 8 files from $OUT: when there are more, everything but
 # summary.txt and earlier archives goes into one archive (out-HHMMSS.tar.gz), also when a timeout
@@ -272,6 +282,20 @@ if has kprof; then   # hardware counters of one decode layer's kernels on the in
     --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy \
     --section SchedulerStats "$BIN" run -m "$D" --backend cuda -p "Hello there" -n 4 --ignore-eos
   log "kprof: $(grep -c 'Duration' "$OUT/kprof_8b.txt") kernel reports"
+fi
+
+if has pfprof; then   # hardware counters of a 512-token prefill's kernels on the 8B shape (ncu; clocks left
+                     # alone): PFPROF_RE (default the matmul and the attention), PFPROF_COUNT launches
+                     # (default 4: the first chunk's q/k/v, o, gate/up and down matmuls, or as the regex picks)
+  D=/tmp/inflated-qwen3-8b
+  if inflated "$D"; then
+    [ -s /tmp/pp512.txt ] || bash bench/prompt_of_tokens.sh "$BIN" "$D" 512 /tmp/pp512
+    run_to 500 "$OUT/pfprof_8b.txt" ncu --clock-control none -k regex:"${PFPROF_RE:-mt_kernel|attn_teams}" \
+      --launch-count ${PFPROF_COUNT:-6} --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
+      --section LaunchStats --section Occupancy --section SchedulerStats --section ComputeWorkloadAnalysis \
+      "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 1 --ignore-eos
+    log "pfprof: $(grep -c 'Duration' "$OUT/pfprof_8b.txt") kernel reports"
+  fi
 fi
 
 if has envab; then   # one binary under several environments, classic decode, sets interleaved round by round
