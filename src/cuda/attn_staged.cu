@@ -191,7 +191,11 @@ SDC_D void at_fuse_heads(const sdc_attn_params &p, const sdc_attn_fuse &f, const
  * not: a block of R rows reads a chunk once instead of R times. Which bytes are staged changes no
  * value a row computes: it reads keys below its own count only. With one chunk a slot (contexts
  * of up to 4096 keys) a block stages each chunk once; beyond, a slot's chunks alternate, and each
- * row stages them again, as a block of its own would. */
+ * row stages them again, as a block of its own would. Measured (docs/benchmarks/
+ * cuda-prefill-ws-h100-2026-12-07.md): 4 rows in turn took 0.79-0.86x a block a row's time for a
+ * 64-row chunk, the 8B prefill only 1.02-1.03x faster; the teams form below took 0.41-0.69x and is
+ * what 16 rows or more take, this form only where the teams do not fit (V over K) or when
+ * sd_cuda_attention_rows sets the rows. */
 template <int GS, int KVDT, bool FUSE>
 __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
     attn_staged(const sdc_attn_params p, const int rs, const int two, const sdc_attn_fuse f, const int nk, const int rows) {
