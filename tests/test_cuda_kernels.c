@@ -15,7 +15,9 @@
  *     over blocks and in one block a token);
  *   attention: GQA shapes, head_dim 16..256, f32/bf16/f16 caches, contexts up to 33 chunks (the
  *     split slots wrap): within tolerance, and each row bitwise equal alone, inside T = 4 / 9
- *     and across a call split in two. */
+ *     and across a call split in two, in every form of the staged kernel;
+ *   wide calls (--batch above 64): the int8 tensor-core matmul at T = 200 and 256, the
+ *     attention's teams and rows-in-turn forms at T = 200, bitwise each row alone. */
 #include "cuda_test.h"
 #ifdef SPECDEC_HAVE_CUDA
 #include "cuda/cuda_backend.h"
@@ -232,6 +234,50 @@ static void test_matmul(int rows, int cols, specdec_dtype dt, int bits, int grou
     dfree(dx);
     free(x); free(one); free(one8);
     hmat_free(&h);
+}
+
+/* Calls wider than the 64 rows a context runs by default (--batch goes to 4096): the int8
+ * tensor-core matmul at T = 200 and 256 (blocks of 32 and 16 tokens, weights staged or not, a last
+ * block part full), every row the row alone's bits, and the kernel taken each time. */
+static void test_matmul_wide(void) {
+#ifdef SPECDEC_HAVE_CUDA
+    enum { TW = 256 };
+    const int rows = 512, cols = 4096, ldx = cols + 3, ldy = rows + 1;
+    hmat h = hmat_make(rows, cols, SPECDEC_DTYPE_BF16, 4, 64, true);
+    float *x = malloc((size_t)TW * ldx * 4), *one = malloc((size_t)TW * rows * 4), *y = malloc((size_t)TW * ldy * 4);
+    fill_normal(x, (size_t)TW * ldx, 1.0f);
+    float *dx = dput(x, (size_t)TW * ldx * 4);
+    CHECK(G->i->sync(G, &E) == SPECDEC_OK, "sync: %s", E.msg);
+    sd_backend *g0 = G;
+    G = G8;   /* the device helpers through G8 while it runs (test_matmul says why) */
+    float *dy = dput(NULL, (size_t)TW * ldy * 4);
+    const char *what = "int8 matmul 512x4096 bf16 4-bit g64, wide calls";
+    for (int t = 0; t < TW; t++) {
+        CHECK_OP(G8, G8->i->matmul(G8, &h.d, dx + (size_t)t * ldx, ldx, dy, ldy, 1), what);
+        dget(one + (size_t)t * rows, dy, (size_t)rows * 4);
+    }
+    const int modes[4][2] = {{3, 0}, {2, 2}, {4, 4}, {4, 2}};   /* (sd_cuda_mma, tokens a block / 8; 0 its rule) */
+    for (int m = 0; m < 4; m++) {
+        const int mq0 = sd_cuda_mma(modes[m][0]), nt0 = sd_cuda_mma_tile_tokens(modes[m][1]);
+        const int Tw[2] = {200, TW};
+        for (int k = 0; k < 2; k++) {
+            const long taken0 = sd_cuda_mma_taken();
+            const int T = Tw[k], diff = rows_off_alone(G8, &h, dx, ldx, dy, ldy, y, one, T, what);
+            CHECK(diff == 0, "%s: %d of %d rows at T = %d (mode %d, %d tokens a block) differ from the row alone", what,
+                  diff, T, T, modes[m][0], 8 * modes[m][1]);
+            CHECK(sd_cuda_mma_taken() - taken0 == 1, "%s: T = %d did not take a tensor-core kernel (mode %d)", what, T,
+                  modes[m][0]);
+        }
+        sd_cuda_mma(mq0);
+        sd_cuda_mma_tile_tokens(nt0);
+    }
+    CHECK(G8->i->sync(G8, &E) == SPECDEC_OK, "sync: %s", E.msg);
+    dfree(dy);
+    G = g0;
+    dfree(dx);
+    free(x); free(one); free(y);
+    hmat_free(&h);
+#endif
 }
 
 /* Rows of T x n floats (ld apart) that differ bitwise between a and b. */
@@ -759,6 +805,47 @@ static void test_attention(int nh, int nkv, int hd, sd_kv_dtype_e dt, int pos0) 
 }
 
 #ifdef SPECDEC_HAVE_CUDA
+/* A wide call's attention (--batch above 64): 32/8 heads, hd 128, f32 cache, T = 200 rows at
+ * positions 3950.. (their keys cross 4096, where slot 0 takes a second chunk for the later rows
+ * only), in the teams form with 4 and 2 teams and in the rows-in-turn form: the bits of every row
+ * alone. */
+static void test_attention_wide(void) {
+#ifdef SPECDEC_HAVE_CUDA
+    enum { TW = 200, POS0 = 3950 };
+    const sd_attn_shape s = {32, 8, 128, SD_KV_F32};
+    const int n_ctx = POS0 + TW, row = 8 * 128, qn = 32 * 128;
+    float *kv = malloc(sizeof(float) * (size_t)n_ctx * row), *q = malloc(sizeof(float) * (size_t)TW * qn);
+    float *one = malloc(sizeof(float) * (size_t)TW * qn), *o = malloc(sizeof(float) * (size_t)TW * qn);
+    fill_normal(kv, (size_t)n_ctx * row, 1.0f);
+    sd_kv_layer dkv;
+    dkv.k = dput(kv, sizeof(float) * (size_t)n_ctx * row);
+    fill_normal(kv, (size_t)n_ctx * row, 1.0f);
+    dkv.v = dput(kv, sizeof(float) * (size_t)n_ctx * row);
+    fill_normal(q, (size_t)TW * qn, 1.5f);
+    float *dq = dput(q, sizeof(float) * (size_t)TW * qn), *dout = dput(NULL, sizeof(float) * (size_t)TW * qn);
+    int32_t *dp = dint(POS0);
+    const char *what = "attention 32/8 heads, hd 128, f32 KV, T = 200 at 3950";
+    sd_cuda_attention_kernel(1);
+    for (int t = 0; t < TW; t++)
+        CHECK_OP(G, G->i->attention(G, &s, &dkv, dq + (size_t)t * qn, dout + (size_t)t * qn, 1, (sd_pos){dp, t}), what);
+    dget(one, dout, sizeof(float) * (size_t)TW * qn);
+    const int teams[3] = {0, 2, 1}, rows[3] = {0, 0, 4};   /* the rule (4 teams), 2 teams, 4 rows in turn */
+    for (int v = 0; v < 3; v++) {
+        sd_cuda_attention_teams(teams[v]);
+        sd_cuda_attention_rows(rows[v]);
+        dpoison(dout, sizeof(float) * (size_t)TW * qn);
+        CHECK_OP(G, G->i->attention(G, &s, &dkv, dq, dout, TW, (sd_pos){dp, 0}), what);
+        dget(o, dout, sizeof(float) * (size_t)TW * qn);
+        CHECK(same_bits(o, one, sizeof(float) * (size_t)TW * qn), "%s: teams %d, rows %d: differs from the rows alone",
+              what, teams[v], rows[v]);
+    }
+    sd_cuda_attention_teams(0);
+    sd_cuda_attention_rows(0);
+    dfree(dkv.k); dfree(dkv.v); dfree(dq); dfree(dout); dfree(dp);
+    free(kv); free(q); free(one); free(o);
+#endif
+}
+
 /* qk_norm_rope_attention (the fused form, attention.h's sdc_attention_fused) against
  * qk_norm_rope_store then attention on the same backend, T rows at positions pos0.. over a cache
  * whose earlier rows are random: out and both caches bitwise; the same rows as T calls of one
@@ -914,6 +1001,7 @@ int main(void) {
             test_matmul(50, 256, SPECDEC_DTYPE_BF16, 4, 64);     /* 8 lanes a row in the gemv kernel */
             test_matmul(70, 384, SPECDEC_DTYPE_BF16, 4, 32);     /* group 32: the rule leaves it to f32 */
             test_matmul(64, 130, SPECDEC_DTYPE_BF16, 0, 0);      /* dense: f32 */
+            test_matmul_wide();
         }
     }
     /* q, k, v and gate, up in one launch (a part of 36 rows: a lane group's rows may span two) */
@@ -1007,6 +1095,7 @@ int main(void) {
         test_attention(5, 1, 48, SD_KV_F32, 127);
         test_attention(16, 2, 256, SD_KV_F16, 250);
         test_attention(4, 2, 256, SD_KV_F32, 200);        /* V staged after the scores, in K's place */
+        test_attention_wide();
     }
 #ifdef SPECDEC_HAVE_CUDA
     /* the fused q/k norm, RoPE, KV store and attention: a decode step, a verify block, rows across
