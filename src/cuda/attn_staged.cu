@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
 
             /* scores of this lane's key for the GS heads: an fmaf chain over d = 0..hd-1 */
             float sc[GS];
-    #pragma unroll
+#pragma unroll
             for (int gg = 0; gg < GS; gg++) sc[gg] = 0.0f;
             if (valid) {   /* 16-byte reads of the key's row: rows rs apart fall on distinct banks */
                 constexpr int PER = KVDT == SDC_F32 ? 4 : 8;   /* entries per 16 bytes */
@@ -257,9 +257,9 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
                     const uint4 raw = *(const uint4 *)(kr + (size_t)d0 * (16 / PER));
                     float kf[PER];
                     kv_unpack16<KVDT>(raw, kf);
-    #pragma unroll
+#pragma unroll
                     for (int e = 0; e < PER; e += 4)
-    #pragma unroll
+#pragma unroll
                         for (int gg = 0; gg < GS; gg++) {
                             const float4 q4 = *(const float4 *)&qs[gg][d0 + e];
                             sc[gg] = fmaf(q4.x, kf[e], sc[gg]);
@@ -283,16 +283,16 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
             at_merge<GS>(red, mch, M, L, fa, fb);
 
             /* P.V for this thread's dims d = tid, tid + 128: an fmaf chain over the keys in order */
-    #pragma unroll
+#pragma unroll
             for (int di = 0; di < 2; di++) {
                 const int d = tid + di * AT_THREADS;
                 if (d >= hd) continue;
                 float o[GS];
-    #pragma unroll
+#pragma unroll
                 for (int gg = 0; gg < GS; gg++) o[gg] = 0.0f;
                 for (int j = 0; j < nvalid; j++) {
                     const float vv = kv_sm<KVDT>(vs + (size_t)j * rs, d);
-    #pragma unroll
+#pragma unroll
                     for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j], vv, o[gg]);
                 }
                 at_merge_o<GS>(O, di, o, fa, fb);
