@@ -212,7 +212,8 @@ typedef struct specdec_ctx_params {
     int n_threads;             /* CPU backend threads; 0 = number of online CPUs */
     specdec_kv_dtype kv_dtype; /* default: SPECDEC_KV_DEFAULT (the backend's choice; 0 is f32) */
     bool reference_kernels;    /* CPU backend: the scalar reference ops (slow; for tests) */
-    int max_batch;             /* most positions per forward call (prefill chunk, verify width); 0 = 64 */
+    int max_batch;             /* most positions per forward call (prefill chunk, verify width); 0 (default):
+                                * the backend's measured choice (specdec_ctx_max_batch says which) */
     const char *backend;       /* "auto" (default: a GPU when one is present, else the CPU), "cpu", "cuda";
                                 * an unknown or unavailable one is an error listing specdec_backends() */
     int device;                /* GPU index for GPU backends (default 0) */
@@ -253,6 +254,9 @@ const char *specdec_ctx_kernels(const specdec_ctx *c);
 /* The KV cache dtype the context runs with: SPECDEC_KV_DEFAULT resolved to the backend's choice
  * (SPECDEC_KV_DEFAULT for a NULL context). */
 specdec_kv_dtype specdec_ctx_kv_dtype(const specdec_ctx *c);
+/* The most positions one forward call of the context runs (its max_batch, 0 resolved to the
+ * backend's choice); 0 for a NULL context. */
+int specdec_ctx_max_batch(const specdec_ctx *c);
 /* The MTP drafter's dense weights on the context, the default resolved: SPECDEC_DRAFTER_WEIGHTS_Q4
  * (4-bit codes made at load) or SPECDEC_DRAFTER_WEIGHTS_STORED; SPECDEC_DRAFTER_WEIGHTS_DEFAULT
  * when the model has no MTP module (or for a NULL context). */

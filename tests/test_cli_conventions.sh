@@ -42,8 +42,12 @@ printf '%s' "$P" > "$T/prompt.txt"
 
 # --batch N changes the prefill's chunks and the widest verify, never the output: a prompt of more
 # than 5 tokens in chunks of 5, and MTP at block size 4 with 3 rows a call (capped), as the default
-"$BIN" run -m "$M" -n 12 -p "$P" --batch 5 > "$T/b5.out" 2>/dev/null || bad "run --batch 5 failed"
+"$BIN" run -m "$M" -n 12 -p "$P" --batch 5 > "$T/b5.out" 2>"$T/b5.err" || bad "run --batch 5 failed"
 cmp -s "$T/p.out" "$T/b5.out" || bad "run --batch 5 differs from the default"
+grep -q "^\[backend\] .*, batch 5$" "$T/b5.err" || bad "run --batch 5: the stats do not name batch 5: $(cat "$T/b5.err")"
+# the default is the backend's choice, named in the stats: 64 on the CPU
+"$BIN" run -m "$M" -n 2 -p "$P" --backend cpu > /dev/null 2>"$T/bd.err" || bad "run --backend cpu failed"
+grep -q "^\[backend\] cpu .*, batch 64$" "$T/bd.err" || bad "run --backend cpu: the stats do not name batch 64: $(cat "$T/bd.err")"
 "$BIN" run -m "$M" -n 12 -p "$P" --draft mtp --block-size 4 --batch 3 > "$T/b3.out" 2>/dev/null || bad "run --batch 3 with MTP failed"
 cmp -s "$T/p.out" "$T/b3.out" || bad "MTP with --batch 3 differs from classic"
 [ "$("$BIN" tokenize -m "$M" -f "$T/prompt.txt")" = "$("$BIN" tokenize -m "$M" -p "$P")" ] || bad "tokenize -f differs from -p"

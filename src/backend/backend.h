@@ -215,6 +215,9 @@ typedef struct sd_backend_i {
     .silu_mul = P##_silu_mul, .add = P##_add, .kv_store = P##_kv_store, .attention = P##_attention,   \
     .argmax = P##_argmax, .sample = P##_sample, .walk = P##_walk, .copy_row = P##_copy_row
 
+/* The prefill chunk of a backend that names none. */
+#define SD_DEFAULT_BATCH 64
+
 struct sd_backend {
     const sd_backend_i *i;
     void *impl;
@@ -225,6 +228,8 @@ struct sd_backend {
     specdec_err err;           /* the message of the last op that failed */
     int tp_ranks;              /* ranks of a tensor-parallel backend (src/tp/); 0 on a plain one */
     bool int8;                 /* matmuls over quantized weights take int8 activations (the precision in use) */
+    int batch;                 /* a context's max_batch where its params leave it 0: the prefill chunk measured
+                                * fastest on this backend (0: SD_DEFAULT_BATCH) */
 };
 
 /* Backend options (from specdec_ctx_params). */

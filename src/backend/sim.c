@@ -270,6 +270,7 @@ specdec_status sd_backend_sim_new(const sd_backend_opts *o, sd_backend **out, sp
     s->b.name = "cpu-sim";
     s->b.host_visible = false;
     s->b.n_threads = s->cpu->n_threads;
+    s->b.batch = s->cpu->batch;
     s->b.int8 = s->cpu->int8;
     *out = &s->b;
     return SPECDEC_OK;

@@ -315,6 +315,9 @@ specdec_status sd_backend_cpu_new(const sd_backend_opts *o, sd_backend **out, sp
     c->b.host_visible = true;
     c->b.int8 = i8;
     c->b.n_threads = sd_pool_size(c->pool);
+    /* 64-token chunks: the fastest prefill of 64..512 on a Zen 5 with AVX-512
+     * (docs/benchmarks/cpu-prefill-batch-epyc-zen5-2026-12-07.md) */
+    c->b.batch = 64;
     *out = &c->b;
     return SPECDEC_OK;
 }

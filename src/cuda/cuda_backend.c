@@ -640,6 +640,7 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     c->b.host_visible = false;
     c->b.int8 = c->i8;
     c->b.n_threads = 0;
+    c->b.batch = CU_DEFAULT_BATCH;
     if (st != SPECDEC_OK) {
         cu_free(&c->b);
         return st;

@@ -12,6 +12,12 @@
  * (docs/benchmarks/cuda-int8-h200-2026-12-02.md): the 8B shape's decode-step matmuls 2.5 ms
  * against f32's 4.2, top-1 agreement with f32 0.996 and mean KL 0.00028 nats on held-out prompts */
 #define CU_DEFAULT_INT8 1
+/* max_batch default (a context's prefill chunk): 256 tokens. On an H100, 8B shape, 513-token
+ * prompt (docs/benchmarks/cuda-prefill-batch-h100-2026-12-07.md): 64 -> 128 -> 256 -> 512 went
+ * 3504 -> 3965 -> 4126 tok/s, then 3670 -> 4573 -> 4672 in a later build; 512 gains 2% more for
+ * twice the logits staging (2 x 311 MB at a 152k vocabulary). Decode unchanged (classic 1.003x,
+ * MTP 0.987x within the spread against 64). */
+#define CU_DEFAULT_BATCH 256
 #define CU_MAX_GRAPHS 64   /* recordings kept; the least recently replayed one is dropped */
 
 /* A device buffer that only grows. */

@@ -13,7 +13,6 @@ specdec_ctx_params specdec_ctx_default_params(void) {
     specdec_ctx_params p;
     memset(&p, 0, sizeof p);
     p.kv_dtype = SPECDEC_KV_DEFAULT;
-    p.max_batch = 64;
     p.backend = "auto";
     return p;
 }
@@ -68,7 +67,7 @@ static specdec_status ctx_setup(specdec_ctx *cx, const specdec_ctx_params *p, sp
     const sd_config *c = &m->cfg;
     sd_backend *be = cx->be;
     int n_ctx = p->n_ctx > 0 ? p->n_ctx : c->max_position_embeddings;
-    int mb = p->max_batch > 0 ? p->max_batch : 64;
+    int mb = p->max_batch > 0 ? p->max_batch : be->batch > 0 ? be->batch : SD_DEFAULT_BATCH;
     sd_kv_dtype_e kvdt = kv_pick(be, p);
     /* progress only where bytes are copied: on a host-visible backend the upload is a view */
     const bool dq4 = drafter_q4(m, be, p);
@@ -178,6 +177,7 @@ specdec_status sd_ctx_round_bufs(specdec_ctx *c, specdec_err *err) {
 }
 
 int specdec_ctx_n_past(const specdec_ctx *c) { return c->n_past; }
+int specdec_ctx_max_batch(const specdec_ctx *c) { return c ? c->rt.max_batch : 0; }
 
 void specdec_ctx_backend_stats(const specdec_ctx *c, specdec_backend_stats *out) { *out = c->be->stats; }
 

@@ -536,6 +536,7 @@ specdec_status sd_backend_tp_new(const sd_tp_opts *to, const sd_backend_opts *o,
     t->rec = t->comm->capture_safe && t->r[0]->i->seq_begin;
     if (!t->r[0]->i->lm_argmax) t->tab.lm_argmax = NULL;
     t->b.n_threads = t->r[0]->n_threads;
+    t->b.batch = t->r[0]->batch;
     snprintf(t->name, sizeof t->name, "tp%d-%s", n, t->r[0]->name);
     t->b.name = t->name;
     snprintf(t->kern, sizeof t->kern, "%s x %d ranks over %s, %s", t->r[0]->i->kernels(t->r[0]), n, t->comm->name,

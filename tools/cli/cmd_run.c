@@ -115,7 +115,7 @@ int cmd_run(int argc, char **argv) {
         if (bs.graph_kernels)
             fprintf(stderr, ", %llu kernels in recordings (%.1f per generated token, prefill included)", (unsigned long long)bs.graph_kernels,
                     st.generated_tokens > 0 ? (double)bs.graph_kernels / st.generated_tokens : 0.0);
-        fprintf(stderr, ", kv cache %s\n", cli_kv_dtype_name(specdec_ctx_kv_dtype(ctx)));
+        fprintf(stderr, ", kv cache %s, batch %d\n", cli_kv_dtype_name(specdec_ctx_kv_dtype(ctx)), specdec_ctx_max_batch(ctx));
         cli_tp_report(ctx);
     }
     if (dr) {
