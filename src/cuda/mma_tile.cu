@@ -36,7 +36,12 @@
  * prefill 1.39x faster. 4 warps a scheduler (2 blocks of 8 warps an SM, bound by registers and
  * shared memory), the largest stall the global loads above. WS (docs/benchmarks/
  * cuda-prefill-ws-h100-2026-12-07.md): 0.58-0.82x the time without it on every matrix and T, the
- * 8B prefill 1.25x faster; matmul.cu's default takes it from T = 16 on. */
+ * 8B prefill 1.25x faster; matmul.cu's default takes it from T = 16 on. Each thread's copies
+ * worked out once (MtPlan) instead of at every stage: the 8B prefill 4128 -> 4574 tok/s at
+ * 256-token chunks (docs/benchmarks/cuda-prefill-batch-h100-2026-12-07.md). Nsight Compute
+ * there: ~57 instructions a warp per mma.sync, of which 16 are the float part above and 4 the
+ * fragment loads; the rest is the per-run scale lookups, the stage's copies and barriers, and
+ * the class steps' butterfly (its stack in local memory), spread over 16 mma a stage. */
 #include "cuda/mma_i4.h"
 #include "cuda/mm_core.cuh"
 #include "cuda/mma_order.cuh"
@@ -91,44 +96,92 @@ template <int SDT> SDC_D float mt_scs(const unsigned char *at) {
     return mt_scf<SDT>(SDT == SDC_F32 ? *(const uint32_t *)at : *(const unsigned short *)at);
 }
 
-/* The first byte of the aligned 16-byte window of a scales (or biases) array that holds the
- * scales of run r (chunks 4r .. 4r + 3: 128 columns) of row `row`. The run's groups are 4, 2 or 1
- * (group 32, 64, >= 128) entries of es bytes, at an offset aligned to their size (ngroups is a
- * multiple of their count), so never more than 16 bytes and never across a window's edge. */
-SDC_D size_t mt_win(int row, int r, size_t ngroups, int gsh, int es) {
-    return (((size_t)row * ngroups + (size_t)((4 * r) >> gsh)) * (size_t)es) & ~(size_t)15;
+/* The first byte, from its row's first, of the aligned 16-byte window of a scales (or biases)
+ * array that holds the scales of run r (chunks 4r .. 4r + 3: 128 columns); WS takes only rows of
+ * a multiple of 16 bytes of them. The run's groups are 4, 2 or 1 (group 32, 64, >= 128) entries of
+ * es bytes, at an offset aligned to their size, so never more than 16 bytes and never across a
+ * window's edge. */
+SDC_D uint32_t mt_win(uint32_t r, int gsh, uint32_t es) { return (((4u * r) >> gsh) * es) & ~15u; }
+
+/* A thread's share of every stage's copies (16 bytes each), worked out once: a stage's copies
+ * differ only in their run, r = b + 8 (j0 + jj), so each copy keeps its source's offset at
+ * b + 8 j0 = 0 and its destination in the slot, and a stage adds its run's offset (per array: the
+ * run's place in a token's or a row's bytes). Copy u of a stage (u = thread + 256 k): activations
+ * u = 10 jt + c (jt = jj TOK + token, c < 8 a granule of codes, else the (d, dY) pairs), weights
+ * u = 6 jr + c (jr = jj MT_ROWS + row, c < 4 a quarter of the row's 64 bytes of codes, 4 the
+ * scales' window, 5 the biases'). Tokens past T copy token T - 1, rows past the matrix's last
+ * row the last (used, never stored). Offsets are 32-bit: sdc_mt_plan_for takes only matrices and
+ * calls whose arrays fit. The division and the 64-bit address arithmetic were a fifth of the
+ * kernel's instructions when every stage worked them out for every copy. */
+template <int NT, bool WS> struct MtPlan {
+    static constexpr int NTH = MT_WARPS * 32;
+    static constexpr int NX = (MT_JB * 8 * NT * 10 + NTH - 1) / NTH;   /* activation copies a thread */
+    static constexpr int NW = WS ? (MT_JB * MT_ROWS * 6 + NTH - 1) / NTH : 1;   /* weight copies (WS) */
+    uint32_t xs[NX], xd[NX];   /* source offset in xq or xsd; destination | jj << 16 | scales << 20 | none << 21 */
+    uint32_t ws[NW], wd[NW];   /* source offset in w, scales or biases; destination | jj << 16 | kind << 20 (0 codes,
+                                * 1 scales, 2 biases) | none << 22 */
+};
+constexpr uint32_t MT_NONE_X = 1u << 21, MT_NONE_W = 1u << 22;
+
+template <int NT, bool WS>
+SDC_D void mt_plan(const sdc_mm_params &p, MtPlan<NT, WS> &pl, int t0, int rb0) {
+    using C = MtT<NT, WS>;
+    using L = MtPlan<NT, WS>;
+    const uint32_t xrow = (uint32_t)p.ncp * 32, srow = (uint32_t)p.ncp * 8;   /* a token's bytes of xq, xsd */
+#pragma unroll
+    for (int k = 0; k < L::NX; k++) {
+        const int u = threadIdx.x + L::NTH * k, jt = u / 10, c = u - jt * 10, jj = jt / C::TOK, tk = jt - jj * C::TOK;
+        const uint32_t tc = (uint32_t)min(t0 + tk, p.T - 1);
+        pl.xs[k] = c < 8 ? tc * xrow + (uint32_t)(8 * jj) * 128u + 16u * (uint32_t)c
+                         : tc * srow + (uint32_t)(8 * jj) * 32u + 16u * (uint32_t)(c - 8);
+        pl.xd[k] = (uint32_t)(jt * MT_REC + 16 * c) | (uint32_t)jj << 16 | (c >= 8 ? 1u << 20 : 0u) |
+                   (u >= MT_JB * C::TOK * 10 ? MT_NONE_X : 0u);
+    }
+    if constexpr (WS) {
+        const uint32_t rowb = (uint32_t)p.cols / 2, es = p.sdt == SDC_F32 ? 4 : 2;
+        const uint32_t srowb = (uint32_t)(p.cols / p.group) * es;   /* a row's bytes of scales (a multiple of 16) */
+#pragma unroll
+        for (int k = 0; k < L::NW; k++) {
+            const int u = threadIdx.x + L::NTH * k, jr = u / 6, c = u - jr * 6, jj = jr / MT_ROWS, rr = jr - jj * MT_ROWS;
+            const uint32_t row = (uint32_t)min(rb0 + rr, p.rows - 1);
+            pl.ws[k] = c < 4 ? row * rowb + (uint32_t)(8 * jj) * 64u + 16u * (uint32_t)c : row * srowb;
+            pl.wd[k] = (uint32_t)(c < 4 ? C::XST + jr * MT_WREC + 16 * c : C::XST + C::WST + (c - 4) * C::SST + jr * 16) |
+                       (uint32_t)jj << 16 | (uint32_t)(c < 4 ? 0 : c - 3) << 20 |
+                       (u >= MT_JB * MT_ROWS * 6 ? MT_NONE_W : 0u);
+        }
+    }
 }
 
 /* Stage s (class step s / njb, run block s % njb) into its slot: per token of the block and run
- * j of the block, the run's 128 bytes of codes and 32 of (d, dY), 16 bytes a copy, consecutive
- * threads on consecutive bytes of a token. Tokens past T copy token T - 1 (used, never stored). */
+ * j of the block, the run's 128 bytes of codes and 32 of (d, dY), 16 bytes a copy (consecutive
+ * threads on consecutive bytes of a token); WS: per run and block row, its 64 bytes of codes and
+ * the 16-byte windows of its scales and biases (mt_win). */
 template <int NT, bool WS>
-SDC_D void mt_stage(const sdc_mm_params &p, unsigned char *sm, int s, int njb, int nj, int t0, int rb0, int gsh) {
+SDC_D void mt_stage(const sdc_mm_params &p, const MtPlan<NT, WS> &pl, unsigned char *sm, int s, int njb, int nj, int gsh) {
     using C = MtT<NT, WS>;
+    using L = MtPlan<NT, WS>;
     const int i = s / njb, jb = s - i * njb, b = sdc_mq_brev3(i), j0 = jb * MT_JB;
-    const int nJ = min(MT_JB, nj - j0), n = nJ * C::TOK * 10;
+    const uint32_t nJ = (uint32_t)min(MT_JB, nj - j0), r0 = (uint32_t)(b + 8 * j0);
     unsigned char *slot = sm + (s % MT_NS) * C::STAGE;
-    if constexpr (WS) {   /* per run and block row: 4 copies of codes, the scales' window, the biases' */
-        unsigned char *ws = slot + C::XST, *ss = ws + C::WST;
-        const size_t rowb = (size_t)p.cols / 2, ngroups = (size_t)(p.cols / p.group);
-        const int es = p.sdt == SDC_F32 ? 4 : 2, nw = nJ * MT_ROWS * 6;
-        for (int u = threadIdx.x; u < nw; u += MT_WARPS * 32) {
-            const int jr = u / 6, k = u - jr * 6, jj = jr / MT_ROWS, rr = jr - jj * MT_ROWS;
-            const int r = b + 8 * (j0 + jj), row = min(rb0 + rr, p.rows - 1);
-            if (k < 4)
-                sdc_cp16(ws + jr * MT_WREC + 16 * k, (const unsigned char *)p.w + (size_t)row * rowb + (size_t)r * 64 + 16 * k);
-            else
-                sdc_cp16(ss + (k - 4) * C::SST + jr * 16,
-                        (const unsigned char *)(k == 4 ? p.scales : p.biases) + mt_win(row, r, ngroups, gsh, es));
+    if constexpr (WS) {
+        const uint32_t es = p.sdt == SDC_F32 ? 4 : 2;
+#pragma unroll
+        for (int k = 0; k < L::NW; k++) {
+            const uint32_t d = pl.wd[k], jj = (d >> 16) & 7u, kind = (d >> 20) & 3u;
+            if ((d & MT_NONE_W) || jj >= nJ) continue;
+            const unsigned char *src;
+            if (kind == 0) src = (const unsigned char *)p.w + pl.ws[k] + r0 * 64u;
+            else src = (const unsigned char *)(kind == 1 ? p.scales : p.biases) + pl.ws[k] + mt_win(r0 + 8u * jj, gsh, es);
+            sdc_cp16(slot + (d & 0xFFFFu), src);
         }
     }
-    const size_t xrow = (size_t)p.ncp * 32, srow = (size_t)p.ncp * 8;   /* a token's bytes of xq, xsd */
-    for (int u = threadIdx.x; u < n; u += MT_WARPS * 32) {
-        const int jt = u / 10, k = u - jt * 10, jj = jt / C::TOK, tk = jt - jj * C::TOK;
-        const int r = b + 8 * (j0 + jj), tc = min(t0 + tk, p.T - 1);
-        const unsigned char *src = k < 8 ? (const unsigned char *)p.xq + (size_t)tc * xrow + (size_t)r * 128 + 16 * k
-                                         : (const unsigned char *)p.xsd + (size_t)tc * srow + (size_t)r * 32 + 16 * (k - 8);
-        sdc_cp16(slot + (size_t)jt * MT_REC + 16 * k, src);
+#pragma unroll
+    for (int k = 0; k < L::NX; k++) {
+        const uint32_t d = pl.xd[k], jj = (d >> 16) & 7u;
+        if ((d & MT_NONE_X) || jj >= nJ) continue;
+        const unsigned char *src = (d >> 20) & 1u ? (const unsigned char *)p.xsd + pl.xs[k] + r0 * 32u
+                                                  : (const unsigned char *)p.xq + pl.xs[k] + r0 * 128u;
+        sdc_cp16(slot + (d & 0xFFFFu), src);
     }
 }
 
@@ -149,11 +202,13 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_param
     /* WS: where rows g and g + 8's scale of group G lies in a window: (its byte offset) & 15 */
     const int oa = (int)(((size_t)ra * ngroups * es) & 15), ob = (int)(((size_t)rb * ngroups * es) & 15);
     const int njb = (nj + MT_JB - 1) / MT_JB, S = 8 * njb;
+    MtPlan<NT, WS> pl;
+    mt_plan<NT, WS>(p, pl, t0, rb0);
     sdc_grid_enter();
 
 #pragma unroll
     for (int s = 0; s < MT_NS - 1; s++) {
-        if (s < S) mt_stage<NT, WS>(p, sm, s, njb, nj, t0, rb0, gsh);
+        if (s < S) mt_stage<NT, WS>(p, pl, sm, s, njb, nj, gsh);
         sdc_cp_commit();
     }
     float v[C::E], st[3][C::E];
@@ -184,7 +239,7 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_param
             }
             sdc_cp_wait<MT_NS - 2>();   /* this thread's copies of stage s have landed */
             __syncthreads();        /* everyone's have, and stage s - 1's slot is free */
-            if (s + MT_NS - 1 < S) mt_stage<NT, WS>(p, sm, s + MT_NS - 1, njb, nj, t0, rb0, gsh);
+            if (s + MT_NS - 1 < S) mt_stage<NT, WS>(p, pl, sm, s + MT_NS - 1, njb, nj, gsh);
             sdc_cp_commit();
             const unsigned char *slot = sm + (s % MT_NS) * C::STAGE;
 #pragma unroll
@@ -279,6 +334,9 @@ extern "C" int sd_cuda_mma_tile_tokens(int nt) {
 
 extern "C" int sdc_mt_plan_for(const sdc_mm_params *p, int lma, int n_sm, int ws, sdc_mq_plan *pl) {
     if (!sdc_mq_plan_for(p, lma, pl) || (((uintptr_t)p->xq | (uintptr_t)p->xsd) & 15u) != 0) return 0;   /* cp.async: 16-byte copies */
+    /* MtPlan's 32-bit offsets: the activations' codes and the weights' under 2^31 bytes */
+    if ((uint64_t)p->T * (uint64_t)p->cols >= (1ull << 31) || (uint64_t)p->rows * (uint64_t)p->cols / 2 >= (1ull << 31))
+        return 0;
     /* ws where every window of scales and biases lies inside its array (16-byte aligned arrays,
      * rows of a multiple of 16 bytes of them; rows of codes are 16-byte aligned: wvec), else the
      * activations alone staged */
