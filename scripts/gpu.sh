@@ -53,8 +53,8 @@
 #             "early" the int8 preparation letting gemv_i4.cu's launch start before its own wait
 #             (SPECDEC_CUDA_GI_EARLY=1) against after it (0); "width" MTP at the auto block width
 #             against fixed width AB_WIDTH (default 4), MTP rows only, every run's stats lines kept
-#             in width_MODEL/; "envpair" any two settings, AB_OLD_ENV / AB_NEW_ENV, with AB_ARGS and
-#             AB_MODES; "dq4" MTP with the drafter's dense matrices quantized to 4 bits at
+#             in width_MODEL/; "envpair" any two settings, AB_OLD_ENV / AB_NEW_ENV and AB_OLD_ARGS /
+#             AB_NEW_ARGS, with AB_ARGS and AB_MODES; "dq4" MTP with the drafter's dense matrices quantized to 4 bits at
 #             load against as stored, --drafter-weights q4 / stored, MTP rows only). Those two variables, exported before gpu.sh, put every other phase (test
 #             aside: it runs both kernels itself) on the kernels they name.
 #             The archive, made where git is, in a folder .git/info/exclude ignores, carried:
@@ -69,7 +69,8 @@
 #             int8 matrices (MMA_WIDE=1: at T = 1, 16, 32, 64 only), exact.sh with each of MMA_MODES (default 1 2) on (the 1.7B shape, K = 16)
 #   prefill   a 512-token prompt's prefill on the 8B shape (specdec bench's classic prefill line) under
 #             each set of PREFILL_SETS (VAR=value[,VAR=value] words, BATCH=N for --batch N; default SPECDEC_CUDA_MMA=a for
-#             each a of PREFILL_MODES, default 0 1 2 3), alternated; the ids of 32 greedy tokens
+#             each a of PREFILL_MODES, default 0 1 2 3; a word OLD in a set runs ab's earlier build
+#             instead), alternated; the ids of 32 greedy tokens
 #             identical under all; llama.cpp's pp512 on the same shape (with peer)
 #   pfstep    Nsight Compute's duration of every kernel of a 512-token prefill on the 8B shape, summed by
 #             kernel (pfstep_8b.md; PFSTEP_MMA, default 3: the SPECDEC_CUDA_MMA it runs under)
@@ -168,7 +169,8 @@ inflated() {   # inflated /tmp/inflated-SHAPE: the embedded pair inflated to SHA
   [ -d "$1" ] || run_to 400 "$OUT/inflate_$s.log" "$BIN" inflate "$M" "$1" --shape "$s" || { log "inflate $s FAILED"; return 1; }
 }
 
-if has ab; then   # the earlier commit's source (.old/src-*.tar.xz, a git archive) built beside, in the background
+if has ab || { has prefill && [[ " ${PREFILL_SETS:-} " == *OLD* ]]; }; then   # the earlier commit's source
+                  # (.old/src-*.tar.xz, a git archive) built beside, in the background
   OLD_TAR=$(ls .old/src-*.tar.xz 2>/dev/null | head -1)
   OLD_BIN=/tmp/old-src/b/specdec
   if [ -n "$OLD_TAR" ] && [ ! -x "$OLD_BIN" ]; then
@@ -286,13 +288,16 @@ fi
 
 if has pfprof; then   # hardware counters of a 512-token prefill's kernels on the 8B shape (ncu; clocks left
                      # alone): PFPROF_RE (default the matmul and the attention), PFPROF_COUNT launches
-                     # (default 4: the first chunk's q/k/v, o, gate/up and down matmuls, or as the regex picks)
+                     # (default 4: the first chunk's q/k/v, o, gate/up and down matmuls, or as the regex picks);
+                     # PFPROF_EXTRA: more ncu options (default the instruction mix and every section's
+                     # details, the stall reasons among them)
   D=/tmp/inflated-qwen3-8b
   if inflated "$D"; then
     [ -s /tmp/pp512.txt ] || bash bench/prompt_of_tokens.sh "$BIN" "$D" 512 /tmp/pp512
     run_to 500 "$OUT/pfprof_8b.txt" ncu --clock-control none -k regex:"${PFPROF_RE:-mt_kernel|attn_teams}" \
       --launch-count ${PFPROF_COUNT:-6} --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \
       --section LaunchStats --section Occupancy --section SchedulerStats --section ComputeWorkloadAnalysis \
+      ${PFPROF_EXTRA---section InstructionStats --print-details all} \
       "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 1 --ignore-eos
     log "pfprof: $(grep -c 'Duration' "$OUT/pfprof_8b.txt") kernel reports"
   fi
@@ -397,12 +402,13 @@ if has ab; then   # end to end, one run, interleaved: this build against the ear
       log "early release / after the wait $tag: $(grep '^| p' "$OUT/ab_early_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     fi
     if [[ $kinds == *" envpair "* ]]; then   # any two settings of one binary: AB_OLD_ENV / AB_NEW_ENV (VAR=value words),
-                                           # AB_ARGS (more run options of both arms), AB_MODES (default classic mtp)
+                                           # AB_OLD_ARGS / AB_NEW_ARGS (run options of one arm), AB_ARGS (of both),
+                                           # AB_MODES (default classic mtp)
       mkdir -p "$OUT/envpair_$tag"
       ERR_DIR="$OUT/envpair_$tag" MODES="${AB_MODES:-classic mtp}" OLD_ENV="${AB_OLD_ENV:-}" NEW_ENV="${AB_NEW_ENV:-}" \
-        OLD_ARGS="--backend cuda ${AB_ARGS:-}" NEW_ARGS="--backend cuda ${AB_ARGS:-}" \
+        OLD_ARGS="--backend cuda ${AB_ARGS:-} ${AB_OLD_ARGS:-}" NEW_ARGS="--backend cuda ${AB_ARGS:-} ${AB_NEW_ARGS:-}" \
         run_to 500 "$OUT/ab_envpair_$tag.md" bash bench/ab_binaries.sh "$BIN" "$BIN" "$m" $np $r 128
-      log "[${AB_NEW_ENV:-}] / [${AB_OLD_ENV:-}] ${AB_ARGS:-} $tag: $(grep '^| p' "$OUT/ab_envpair_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
+      log "[${AB_NEW_ENV:-} ${AB_NEW_ARGS:-}] / [${AB_OLD_ENV:-} ${AB_OLD_ARGS:-}] ${AB_ARGS:-} $tag: $(grep '^| p' "$OUT/ab_envpair_$tag.md" | cut -d'|' -f2,3,4,5,6,7 | tr -s ' ' | tr '\n' ';')"
     fi
     if [[ $kinds == *" dq4 "* ]]; then   # the MTP drafter's dense matrices at 4 bits (quantized at load) against as stored
       mkdir -p "$OUT/dq4_$tag"
@@ -483,14 +489,18 @@ if has prefill; then   # prefill of a 512-token prompt on the 8B shape: specdec 
     : > "$OUT/prefill.txt"
     if [ -n "${PREFILL_SETS:-}" ]; then read -r -a psets <<< "$PREFILL_SETS"
     else psets=(); for a in ${PREFILL_MODES:-0 1 2 3}; do psets+=("SPECDEC_CUDA_MMA=$a"); done; fi
-    penv() {   # PE: the set's variables; PB: --batch N for its word BATCH=N (the prefill's chunk)
-      local w=(); PE=(); PB=(); [ "$1" != - ] && IFS=, read -r -a w <<< "$1"
-      for v in "${w[@]}"; do case "$v" in BATCH=*) PB=(--batch "${v#BATCH=}") ;; *) PE+=("$v") ;; esac; done
+    penv() {   # PE: the set's variables; PB: --batch N for its word BATCH=N (the prefill's chunk); PX: the
+               # binary (ab's earlier build for the word OLD)
+      local w=(); PE=(); PB=(); PX=$BIN; [ "$1" != - ] && IFS=, read -r -a w <<< "$1"
+      for v in "${w[@]}"; do
+        case "$v" in BATCH=*) PB=(--batch "${v#BATCH=}") ;; OLD) PX=${OLD_BIN:-/nonexistent} ;; *) PE+=("$v") ;; esac
+      done
     }
+    [ -n "${OLD_PID:-}" ] && wait "$OLD_PID" 2>/dev/null
     for r in $(seq 1 ${PREFILL_ROUNDS:-3}); do
       for st in "${psets[@]}"; do
         penv "$st"
-        run_to 200 /tmp/pf.md env "${PE[@]}" "$BIN" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/pp512.jsonl \
+        run_to 200 /tmp/pf.md env "${PE[@]}" "$PX" bench -m "$D" --backend cuda --draft mtp --prompts /tmp/pp512.jsonl \
           -n 16 --block-size 4 --repeats 5 --ignore-eos "${PB[@]}"
         echo "round $r $st: $(grep -m1 '^classic prefill' /tmp/pf.md)" >> "$OUT/prefill.txt"
       done
@@ -499,7 +509,7 @@ if has prefill; then   # prefill of a 512-token prompt on the 8B shape: specdec 
     ok=1; i=0
     for st in "${psets[@]}"; do
       penv "$st"
-      env "${PE[@]}" timeout 120 "$BIN" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 32 --ignore-eos "${PB[@]}" \
+      env "${PE[@]}" timeout 120 "$PX" run -m "$D" --backend cuda -f /tmp/pp512.txt -n 32 --ignore-eos "${PB[@]}" \
         --ids-out /tmp/pp_ids_$i.json > /dev/null 2>> "$OUT/prefill.txt"
       [ -s /tmp/pp_ids_$i.json ] && cmp -s /tmp/pp_ids_$i.json /tmp/pp_ids_0.json || ok=0
       i=$((i + 1))
