@@ -598,8 +598,12 @@ specdec_status sd_backend_cuda_new(const sd_backend_opts *o, sd_backend **out, s
     if (atv && (!strcmp(atv, "staged") || !strcmp(atv, "split"))) sd_cuda_attention_kernel(atv[1] == 't');
     const char *afv = getenv("SPECDEC_CUDA_ATTN_FUSE");   /* 0: q/k norm, RoPE, KV store in their own launch (A/B runs) */
     if (afv && (afv[0] == '0' || afv[0] == '1') && !afv[1]) sd_cuda_attention_fuse(afv[0] - '0');
-    const char *arv = getenv("SPECDEC_CUDA_ATTN_ROWS");   /* rows a staged attention block serves (A/B runs) */
-    if (arv && arv[0] >= '0' && arv[0] <= '9') sd_cuda_attention_rows(atoi(arv));
+    const char *arv = getenv("SPECDEC_CUDA_ATTN_ROWS");   /* rows a staged attention block serves, 0..64 (A/B runs) */
+    if (arv && arv[0] >= '0' && arv[0] <= '9') {   /* the whole value a number, as every other switch here */
+        char *end = NULL;
+        const long rv = strtol(arv, &end, 10);
+        if (*end == '\0' && rv <= 64) sd_cuda_attention_rows((int)rv);
+    }
     const char *atm = getenv("SPECDEC_CUDA_ATTN_TEAMS");   /* 1: no teams form; 2, 4: at every T (A/B runs) */
     if (atm && atm[0] >= '0' && atm[0] <= '4' && !atm[1]) sd_cuda_attention_teams(atm[0] - '0');
     const char *nbv = getenv("SPECDEC_CUDA_NORM_BLOCKS");   /* 0: the int8 norm preparation in one block a token (A/B runs) */
