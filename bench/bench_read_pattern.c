@@ -15,6 +15,9 @@
  * Rounds alternate the patterns (one pass each, after a discarded pass of each); prints the
  * median, min and max GB/s per pattern. The one-token kernel measured ~46 GB/s on a 2-vCPU Zen 5
  * whose plain read gave ~59 (docs/benchmarks/cpu-zen5-vs-llamacpp-2026-12-05.md, section 2).
+ * On that CPU the pairs' order read at 0.72-0.93x the plain read, yet the kernel over a layout
+ * read as one stream ran 0.90x as fast as today's (docs/benchmarks/
+ * cpu-read-pattern-epyc-zen5-2026-12-07.md): a ratio here is the memory side alone.
  * Usage: bench_read_pattern [threads=2] [rounds=9] [cols=2048] */
 #include "bench_util.h"
 #include "cpu/ops_i8.h"
