@@ -98,8 +98,32 @@ static void check_kv_default(void) {
     specdec_model_free(m);
 }
 
+/* max_batch 0 (the default parameter) resolves to the backend's chunk: 64 on the CPU; a value
+ * given is kept; a NULL context reports 0. */
+static void check_batch_default(void) {
+    specdec_err err = {0};
+    specdec_model *m = NULL;
+    CHECK(specdec_model_load(check_path("tests/fixtures/tiny-q4"), NULL, &m, &err) == SPECDEC_OK, "tiny-q4: %s", err.msg);
+    if (!m) return;
+    CHECK(specdec_ctx_max_batch(NULL) == 0, "a NULL context reports max_batch %d", specdec_ctx_max_batch(NULL));
+    static const struct { int ask, want; } cases[] = {{0, 64}, {7, 7}, {300, 300}};
+    for (int i = 0; i < 3; i++) {
+        specdec_ctx_params cp = specdec_ctx_default_params();
+        CHECK(cp.max_batch == 0, "default params leave max_batch to the backend (%d)", cp.max_batch);
+        cp.n_ctx = 64; cp.n_threads = 1; cp.backend = "cpu"; cp.max_batch = cases[i].ask;
+        specdec_ctx *c = NULL;
+        CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "ctx: %s", err.msg);
+        if (!c) continue;
+        CHECK(specdec_ctx_max_batch(c) == cases[i].want, "max_batch %d: the context runs %d, expected %d", cases[i].ask,
+              specdec_ctx_max_batch(c), cases[i].want);
+        specdec_ctx_free(c);
+    }
+    specdec_model_free(m);
+}
+
 int main(void) {
     check_kv_default();
+    check_batch_default();
     check_model("tiny-f32");
     check_model("tiny-bf16");
     check_model("tiny-q4");
