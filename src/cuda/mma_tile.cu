@@ -111,8 +111,9 @@ SDC_D uint32_t mt_win(uint32_t r, int gsh, uint32_t es) { return (((4u * r) >> g
  * u = 6 jr + c (jr = jj MT_ROWS + row, c < 4 a quarter of the row's 64 bytes of codes, 4 the
  * scales' window, 5 the biases'). Tokens past T copy token T - 1, rows past the matrix's last
  * row the last (used, never stored). Offsets are 32-bit: sdc_mt_plan_for takes only matrices and
- * calls whose arrays fit. The division and the 64-bit address arithmetic were a fifth of the
- * kernel's instructions when every stage worked them out for every copy. */
+ * calls whose arrays fit. Every stage working out every copy (divisions by 10 and 6, 64-bit
+ * address arithmetic) made the 8B prefill 1.11x slower than this (docs/benchmarks/
+ * cuda-prefill-batch-h100-2026-12-07.md). */
 template <int NT, bool WS> struct MtPlan {
     static constexpr int NTH = MT_WARPS * 32;
     static constexpr int NX = (MT_JB * 8 * NT * 10 + NTH - 1) / NTH;   /* activation copies a thread */
