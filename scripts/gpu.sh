@@ -62,7 +62,8 @@
 #                 ':(exclude)tests/data' ':(exclude)tools/train/results' | xz -1 > .old/src-C.tar.xz
 #   attnab    bench_cuda --matmul 0:3 (the embedded shape's int8 matmuls, then the fused LM head's
 #             and the attention's tables) of this build and of ab's earlier commit, alternated
-#             twice (with ab among the phases)
+#             twice (with ab among the phases); ATTNAB_ARGS other bench_cuda options (e.g. --matmul 2:3,
+#             the 8B shape's)
 #   mma       the tensor-core kernels (SPECDEC_CUDA_MMA=1 mma_i4.cu's, 2 mma_tile.cu's, 3 by shape, the default,
 #             4 mma_tile.cu's with its weights staged): bench_cuda --arm-b MMA_ARM (default mma; mma_tile:
 #             the two kernels; mma_tile_w: mma_tile.cu's two forms) on the 8B shape's
@@ -77,7 +78,8 @@
 #   pfprof    Nsight Compute counters (speed of light, stalls, memory, occupancy) of the first PFPROF_COUNT
 #             (default 6) launches of a 512-token prefill's kernels matching PFPROF_RE (default
 #             mt_kernel|attn_teams) on the 8B shape (pfprof_8b.txt)
-#   profile   Nsight Compute counters of bench_cuda --profile's representative kernels (ncu.txt)
+#   profile   Nsight Compute counters of bench_cuda --profile's representative kernels (ncu.txt; PROFILE_RE,
+#             PROFILE_EXTRA)
 #   e2e       end to end on the embedded pair and the inflated 8B shape: ms per token, the round's
 #             phases, kernel launches per generated token
 #   kprof     Nsight Compute counters (speed of light, warp stalls, memory) of one decode layer's kernels on
@@ -234,9 +236,11 @@ if has sanitize; then   # the object's test, and one case of each kernel family 
 fi
 
 if has profile; then   # hardware counters of representative kernels (Nsight Compute; clocks left alone)
-  run_to 400 "$OUT/ncu.txt" ncu --clock-control none -k regex:'mm_kernel|gv_kernel|gi_kernel|attn_split|best_finish' \
+  # PROFILE_RE: the kernels profiled (default every matmul form and the attention); PROFILE_EXTRA: more
+  # ncu options (e.g. --print-details all for the stall reasons)
+  run_to 400 "$OUT/ncu.txt" ncu --clock-control none -k regex:"${PROFILE_RE:-mm_kernel|gv_kernel|gi_kernel|attn_split|best_finish}" \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section InstructionStats \
-    --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis ${PROFILE_EXTRA-} \
     build-gpu/bench_cuda --profile
   log "ncu: $(grep -c 'mm_kernel\|gv_kernel\|gi_kernel\|attn_split' "$OUT/ncu.txt") kernel reports"
 fi
@@ -462,8 +466,8 @@ if has attnab && [ -n "${OLD_PID:-}" ]; then   # the attention table of bench_cu
   wait "$OLD_PID" 2>/dev/null   # ab's own wait may have reaped it
   if [ -x /tmp/old-src/b/bench_cuda ]; then
     for r in 1 2; do
-      run_to 300 "$OUT/attnab_new_$r.md" build-gpu/bench_cuda --matmul 0:3
-      run_to 300 "$OUT/attnab_old_$r.md" /tmp/old-src/b/bench_cuda --matmul 0:3
+      run_to 300 "$OUT/attnab_new_$r.md" build-gpu/bench_cuda ${ATTNAB_ARGS:---matmul 0:3}
+      run_to 300 "$OUT/attnab_old_$r.md" /tmp/old-src/b/bench_cuda ${ATTNAB_ARGS:---matmul 0:3}
     done
     log "attnab: $(grep -c '^| |' "$OUT/attnab_new_1.md") rows new, $(grep -c '^| |' "$OUT/attnab_old_1.md") old"
   else log "attnab: the earlier build has no bench_cuda (old_build.log)"; fi

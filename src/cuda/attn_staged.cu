@@ -307,18 +307,20 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
 
         /* The block of the (row, head group) that finishes last merges the used slots (which block
          * that is changes nothing: the merge reads every slot's partials); its counter goes back to 0
-         * for the next call. */
-        __threadfence();
+         * for the next call. One fence a block, by thread 0 after the barrier (attn_teams says why). */
         __syncthreads();
         int *cnt = p.count + (size_t)b.t * gridDim.y + blockIdx.y;
         const int ns = b.nch < SDC_ATTN_SPLITS ? b.nch : SDC_ATTN_SPLITS;
         if (tid == 0) {
+            __threadfence();
             last = atomicAdd(cnt, 1) == ns - 1;
-            if (last) *cnt = 0;
+            if (last) {
+                *cnt = 0;
+                __threadfence();
+            }
         }
         __syncthreads();
         if (!last) continue;
-        __threadfence();
         for (int i = tid; i < GS * hd; i += AT_THREADS) at_combine(p, b.t, b.h0 + i / hd, i % hd, ns);
     }
 }
@@ -437,17 +439,24 @@ __global__ void __launch_bounds__(AT_THREADS *NT, 1)
     if (has && b.nch == 1) at_finish_one<GS>(p, b, M, L, O, tid);
     const bool part = has && b.nch > 1;
     if (part) at_write_part<GS>(p, b, M, L, O, tid);
-    __threadfence();
+    /* One fence a team, by its leader after the barrier (the grid-barrier pattern of cooperative
+     * groups): the barrier orders the team's partial writes before the leader's fence, the fence
+     * makes them visible device-wide before the count says so; the merging block's leader fences
+     * after reading the count, and at_combine reads the partials through L2. A fence in every
+     * thread before the barrier was the kernel's largest stall (Nsight Compute, membar). */
     __syncthreads();
     const int ns = b.nch < SDC_ATTN_SPLITS ? b.nch : SDC_ATTN_SPLITS;
     if (part && tid == 0) {
+        __threadfence();
         int *cnt = p.count + (size_t)b.t * gridDim.y + blockIdx.y;
         *last = atomicAdd(cnt, 1) == ns - 1;
-        if (*last) *cnt = 0;
+        if (*last) {
+            *cnt = 0;
+            __threadfence();
+        }
     }
     __syncthreads();
     if (!part || !*last) return;
-    __threadfence();
     for (int i = tid; i < GS * hd; i += AT_THREADS) at_combine(p, b.t, b.h0 + i / hd, i % hd, ns);
 }
 

@@ -200,8 +200,6 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_param
     const size_t sa = (size_t)ra * ngroups, sb = (size_t)rb * ngroups;
     const int gsh = __ffs(p.group) - 6;   /* chunk ch lies in group ch >> gsh */
     const int es = SDT == SDC_F32 ? 4 : 2;
-    /* WS: where rows g and g + 8's scale of group G lies in a window: (its byte offset) & 15 */
-    const int oa = (int)(((size_t)ra * ngroups * es) & 15), ob = (int)(((size_t)rb * ngroups * es) & 15);
     const int njb = (nj + MT_JB - 1) / MT_JB, S = 8 * njb;
     MtPlan<NT, WS> pl;
     mt_plan<NT, WS>(p, pl, t0, rb0);
@@ -252,10 +250,10 @@ __global__ void __launch_bounds__(MT_WARPS * 32, 2) mt_kernel(const sdc_mm_param
                         w1[jj] = *(const uint32_t *)(wr + 8 * MT_WREC);
                         const int go = ((4 * (b + 8 * (j0 + jj)) + cc) >> gsh) * es;   /* group's offset from the row's first */
                         const unsigned char *sw = slot + C::XST + C::WST + (jj * MT_ROWS + 16 * rw + g) * 16;
-                        s0[jj] = mt_scs<SDT>(sw + ((oa + go) & 15));
-                        s1[jj] = mt_scs<SDT>(sw + 8 * 16 + ((ob + go) & 15));
-                        b0[jj] = mt_scs<SDT>(sw + C::SST + ((oa + go) & 15));
-                        b1[jj] = mt_scs<SDT>(sw + C::SST + 8 * 16 + ((ob + go) & 15));
+                        s0[jj] = mt_scs<SDT>(sw + (go & 15));
+                        s1[jj] = mt_scs<SDT>(sw + 8 * 16 + (go & 15));
+                        b0[jj] = mt_scs<SDT>(sw + C::SST + (go & 15));
+                        b1[jj] = mt_scs<SDT>(sw + C::SST + 8 * 16 + (go & 15));
                     }
                     const uint32_t a0 = w0[jj] & 0x0F0F0F0Fu, a1 = w1[jj] & 0x0F0F0F0Fu;
                     const uint32_t a2 = (w0[jj] >> 4) & 0x0F0F0F0Fu, a3 = (w1[jj] >> 4) & 0x0F0F0F0Fu;
