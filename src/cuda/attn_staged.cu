@@ -64,6 +64,55 @@ template <int KVDT> SDC_D void kv_sm_put(unsigned char *row, int e, float v) {
     else ((uint16_t *)row)[e] = sd_f32_to_f16(v);
 }
 
+/* The scores of one key for the GS heads of qs (the key's staged row kr; none where !valid: 0):
+ * per head an fmaf chain over d = 0..hd-1 in order, the row read 16 bytes at a time (rows rs
+ * apart fall on distinct banks). attention.cu's chain, so its bits. */
+template <int GS, int KVDT>
+SDC_D void at_scores(bool valid, const unsigned char *kr, const float (&qs)[GS][SDC_ATTN_MAX_HD], int hd,
+                     float (&sc)[GS]) {
+#pragma unroll
+    for (int gg = 0; gg < GS; gg++) sc[gg] = 0.0f;
+    if (!valid) return;
+    constexpr int PER = KVDT == SDC_F32 ? 4 : 8;   /* entries per 16 bytes */
+    for (int d0 = 0; d0 < hd; d0 += PER) {
+        const uint4 raw = *(const uint4 *)(kr + (size_t)d0 * (16 / PER));
+        float kf[PER];
+        kv_unpack16<KVDT>(raw, kf);
+#pragma unroll
+        for (int e = 0; e < PER; e += 4)
+#pragma unroll
+            for (int gg = 0; gg < GS; gg++) {
+                const float4 q4 = *(const float4 *)&qs[gg][d0 + e];
+                sc[gg] = fmaf(q4.x, kf[e], sc[gg]);
+                sc[gg] = fmaf(q4.y, kf[e + 1], sc[gg]);
+                sc[gg] = fmaf(q4.z, kf[e + 2], sc[gg]);
+                sc[gg] = fmaf(q4.w, kf[e + 3], sc[gg]);
+            }
+    }
+}
+
+/* P.V of a chunk for this thread's dims d = tid, tid + AT_THREADS (the staged V rows vs, rs bytes
+ * apart; pr the chunk's probabilities): per head an fmaf chain over keys 0 .. nvalid - 1 in order,
+ * then merged into O with the chunk's factors fa, fb (at_merge_o). */
+template <int GS, int KVDT>
+SDC_D void at_pv(const unsigned char *vs, int rs, int tid, int hd, int nvalid, const float (&pr)[GS][AT_CK],
+                 const float (&fa)[GS], const float (&fb)[GS], float (&O)[GS][2]) {
+#pragma unroll
+    for (int di = 0; di < 2; di++) {
+        const int d = tid + di * AT_THREADS;
+        if (d >= hd) continue;
+        float o[GS];
+#pragma unroll
+        for (int gg = 0; gg < GS; gg++) o[gg] = 0.0f;
+        for (int j = 0; j < nvalid; j++) {
+            const float vv = kv_sm<KVDT>(vs + (size_t)j * rs, d);
+#pragma unroll
+            for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j], vv, o[gg]);
+        }
+        at_merge_o<GS>(O, di, o, fa, fb);
+    }
+}
+
 /* Stage rows j0 .. j0 + n - 1 of one kv head of cache c into dst (row stride rs bytes) by the
  * block's NTH threads: one cp.async per 16 bytes, every load of the chunk in flight together (one
  * round trip to memory where loads of 32 keys or 32 dims at a time took eight). */
@@ -248,27 +297,7 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
 
             /* scores of this lane's key for the GS heads: an fmaf chain over d = 0..hd-1 */
             float sc[GS];
-#pragma unroll
-            for (int gg = 0; gg < GS; gg++) sc[gg] = 0.0f;
-            if (valid) {   /* 16-byte reads of the key's row: rows rs apart fall on distinct banks */
-                constexpr int PER = KVDT == SDC_F32 ? 4 : 8;   /* entries per 16 bytes */
-                const unsigned char *kr = ks + (size_t)key * rs;
-                for (int d0 = 0; d0 < hd; d0 += PER) {
-                    const uint4 raw = *(const uint4 *)(kr + (size_t)d0 * (16 / PER));
-                    float kf[PER];
-                    kv_unpack16<KVDT>(raw, kf);
-#pragma unroll
-                    for (int e = 0; e < PER; e += 4)
-#pragma unroll
-                        for (int gg = 0; gg < GS; gg++) {
-                            const float4 q4 = *(const float4 *)&qs[gg][d0 + e];
-                            sc[gg] = fmaf(q4.x, kf[e], sc[gg]);
-                            sc[gg] = fmaf(q4.y, kf[e + 1], sc[gg]);
-                            sc[gg] = fmaf(q4.z, kf[e + 2], sc[gg]);
-                            sc[gg] = fmaf(q4.w, kf[e + 3], sc[gg]);
-                        }
-                }
-            }
+            at_scores<GS, KVDT>(valid, ks + (size_t)key * rs, qs, hd, sc);
 
             /* chunk max and sum of exp, then the merge factors (every thread computes the same) */
             float mch[GS], fa[GS], fb[GS];
@@ -282,21 +311,7 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
             __syncthreads();   /* pr, red and V are complete */
             at_merge<GS>(red, mch, M, L, fa, fb);
 
-            /* P.V for this thread's dims d = tid, tid + 128: an fmaf chain over the keys in order */
-#pragma unroll
-            for (int di = 0; di < 2; di++) {
-                const int d = tid + di * AT_THREADS;
-                if (d >= hd) continue;
-                float o[GS];
-#pragma unroll
-                for (int gg = 0; gg < GS; gg++) o[gg] = 0.0f;
-                for (int j = 0; j < nvalid; j++) {
-                    const float vv = kv_sm<KVDT>(vs + (size_t)j * rs, d);
-#pragma unroll
-                    for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j], vv, o[gg]);
-                }
-                at_merge_o<GS>(O, di, o, fa, fb);
-            }
+            at_pv<GS, KVDT>(vs, rs, tid, hd, nvalid, pr, fa, fb, O);
             __syncthreads();   /* pr, red, K and V are rewritten by the next chunk */
         }
         if (b.nch == 1) {   /* the only slot: no partials to merge (one write, no round trips) */
@@ -386,27 +401,7 @@ __global__ void __launch_bounds__(AT_THREADS *NT, 1)
         __syncthreads();   /* K (and q) landed for every thread */
 
         float sc[GS];
-#pragma unroll
-        for (int gg = 0; gg < GS; gg++) sc[gg] = 0.0f;
-        if (valid) {
-            constexpr int PER = KVDT == SDC_F32 ? 4 : 8;
-            const unsigned char *kr = ks + (size_t)key * rs;
-            for (int d0 = 0; d0 < hd; d0 += PER) {
-                const uint4 raw = *(const uint4 *)(kr + (size_t)d0 * (16 / PER));
-                float kf[PER];
-                kv_unpack16<KVDT>(raw, kf);
-#pragma unroll
-                for (int e = 0; e < PER; e += 4)
-#pragma unroll
-                    for (int gg = 0; gg < GS; gg++) {
-                        const float4 q4 = *(const float4 *)&qs[gg][d0 + e];
-                        sc[gg] = fmaf(q4.x, kf[e], sc[gg]);
-                        sc[gg] = fmaf(q4.y, kf[e + 1], sc[gg]);
-                        sc[gg] = fmaf(q4.z, kf[e + 2], sc[gg]);
-                        sc[gg] = fmaf(q4.w, kf[e + 3], sc[gg]);
-                    }
-            }
-        }
+        at_scores<GS, KVDT>(valid, ks + (size_t)key * rs, qs, hd, sc);
 
         float mch[GS], fa[GS], fb[GS];
         at_scores_max<GS>(sc, valid, p.scale, lane, warp, red);
@@ -418,20 +413,7 @@ __global__ void __launch_bounds__(AT_THREADS *NT, 1)
         __syncthreads();   /* pr, red and V are complete */
         if (mine) {
             at_merge<GS>(red, mch, M, L, fa, fb);
-#pragma unroll
-            for (int di = 0; di < 2; di++) {
-                const int d = tid + di * AT_THREADS;
-                if (d >= hd) continue;
-                float o[GS];
-#pragma unroll
-                for (int gg = 0; gg < GS; gg++) o[gg] = 0.0f;
-                for (int j = 0; j < nvalid; j++) {
-                    const float vv = kv_sm<KVDT>(vs + (size_t)j * rs, d);
-#pragma unroll
-                    for (int gg = 0; gg < GS; gg++) o[gg] = fmaf(pr[gg][j], vv, o[gg]);
-                }
-                at_merge_o<GS>(O, di, o, fa, fb);
-            }
+            at_pv<GS, KVDT>(vs, rs, tid, hd, nvalid, pr, fa, fb, O);
         }
         __syncthreads();   /* pr, red, K and V are rewritten by the next chunk */
     }
