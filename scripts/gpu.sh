@@ -242,7 +242,7 @@ if has profile; then   # hardware counters of representative kernels (Nsight Com
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section InstructionStats \
     --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis ${PROFILE_EXTRA-} \
     build-gpu/bench_cuda --profile
-  log "ncu: $(grep -c 'mm_kernel\|gv_kernel\|gi_kernel\|attn_split' "$OUT/ncu.txt") kernel reports"
+  log "ncu: $(grep -c 'Section: GPU Speed Of Light Throughput' "$OUT/ncu.txt") kernel reports"
 fi
 
 if has step; then   # every kernel of a few decode steps, each one's own duration (ncu serializes them; clocks

@@ -113,6 +113,23 @@ SDC_D void at_pv(const unsigned char *vs, int rs, int tid, int hd, int nvalid, c
     }
 }
 
+/* Whether this block (or team) is the last of the ns that count at cnt; the last sets the counter
+ * back to 0 for the next call. Called by one thread, after the barrier that follows the block's
+ * partial writes: one fence by that thread, the grid-barrier pattern of cooperative groups (the
+ * barrier orders the block's writes before the fence, the fence makes them visible device-wide
+ * before the count says so), and in the last block one more after reading the count, before the
+ * merge reads the partials through L2 (at_combine). A fence in every thread before the barrier
+ * was attn_teams' largest stall (Nsight Compute, membar). */
+SDC_D bool at_count_last(int *cnt, int ns) {
+    __threadfence();
+    const bool last = atomicAdd(cnt, 1) == ns - 1;
+    if (last) {
+        *cnt = 0;
+        __threadfence();
+    }
+    return last;
+}
+
 /* Stage rows j0 .. j0 + n - 1 of one kv head of cache c into dst (row stride rs bytes) by the
  * block's NTH threads: one cp.async per 16 bytes, every load of the chunk in flight together (one
  * round trip to memory where loads of 32 keys or 32 dims at a time took eight). */
@@ -322,18 +339,11 @@ __global__ void __launch_bounds__(AT_THREADS, FUSE ? 1 : 0)
 
         /* The block of the (row, head group) that finishes last merges the used slots (which block
          * that is changes nothing: the merge reads every slot's partials); its counter goes back to 0
-         * for the next call. One fence a block, by thread 0 after the barrier (attn_teams says why). */
+         * for the next call (at_count_last). */
         __syncthreads();
         int *cnt = p.count + (size_t)b.t * gridDim.y + blockIdx.y;
         const int ns = b.nch < SDC_ATTN_SPLITS ? b.nch : SDC_ATTN_SPLITS;
-        if (tid == 0) {
-            __threadfence();
-            last = atomicAdd(cnt, 1) == ns - 1;
-            if (last) {
-                *cnt = 0;
-                __threadfence();
-            }
-        }
+        if (tid == 0) last = at_count_last(cnt, ns);
         __syncthreads();
         if (!last) continue;
         for (int i = tid; i < GS * hd; i += AT_THREADS) at_combine(p, b.t, b.h0 + i / hd, i % hd, ns);
@@ -421,22 +431,9 @@ __global__ void __launch_bounds__(AT_THREADS *NT, 1)
     if (has && b.nch == 1) at_finish_one<GS>(p, b, M, L, O, tid);
     const bool part = has && b.nch > 1;
     if (part) at_write_part<GS>(p, b, M, L, O, tid);
-    /* One fence a team, by its leader after the barrier (the grid-barrier pattern of cooperative
-     * groups): the barrier orders the team's partial writes before the leader's fence, the fence
-     * makes them visible device-wide before the count says so; the merging block's leader fences
-     * after reading the count, and at_combine reads the partials through L2. A fence in every
-     * thread before the barrier was the kernel's largest stall (Nsight Compute, membar). */
-    __syncthreads();
+    __syncthreads();   /* the team's partials written (at_count_last) */
     const int ns = b.nch < SDC_ATTN_SPLITS ? b.nch : SDC_ATTN_SPLITS;
-    if (part && tid == 0) {
-        __threadfence();
-        int *cnt = p.count + (size_t)b.t * gridDim.y + blockIdx.y;
-        *last = atomicAdd(cnt, 1) == ns - 1;
-        if (*last) {
-            *cnt = 0;
-            __threadfence();
-        }
-    }
+    if (part && tid == 0) *last = at_count_last(p.count + (size_t)b.t * gridDim.y + blockIdx.y, ns);
     __syncthreads();
     if (!part || !*last) return;
     for (int i = tid; i < GS * hd; i += AT_THREADS) at_combine(p, b.t, b.h0 + i / hd, i % hd, ns);
