@@ -3,6 +3,7 @@
  * model_not_found for a model we do not serve). Unknown fields are refused rather than
  * silently ignored, except a few OpenAI fields that are accepted at their neutral value. */
 #include "server/server.h"
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -225,7 +226,9 @@ bool srv_parse_request(const srv_server *s, int endpoint, const char *body, size
             if (json_is_null(v)) continue;
             if (!get_num(v, k, 0, 1, &dv, e)) goto done;
             if (dv <= 0) { BAD(k, "'top_p' must be greater than 0"); goto done; }
-            r->sampling.top_p = (float)dv;
+            /* a positive double below float's range (1e-50, say) would become 0, the value refused
+             * above; FLT_MIN keeps its nucleus: any p below the top token's probability is that token */
+            r->sampling.top_p = (float)dv > 0 ? (float)dv : FLT_MIN;
         } else if (!strcmp(k, "top_k")) {
             if (json_is_null(v)) continue;
             if (!get_int(v, k, -1, 1 << 24, &iv, e)) goto done;
