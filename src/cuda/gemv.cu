@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(GV_THREADS, Fmt<FMT>::I8 && !NARROW ? (TT <= 2
 #pragma unroll
             for (int j = 0; j < D; j++) {   /* every load of the batch first */
                 const int c = ll + ((k0 + j) << lg);
-                if (c < nch) mm_load<FMT>(p, rowbytes, ngroups, row, c, ch[j]);
+                if (c < nch) mm_load<FMT, true>(p, rowbytes, ngroups, row, c, ch[j]);
             }
             if (((k0 + D) << lg) <= nch) {   /* every lane has all D chunks: one basic block, chains interleave */
 #pragma unroll

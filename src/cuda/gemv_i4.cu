@@ -54,28 +54,6 @@ template <int SDT, int R, int DD> struct GiBatch {
     typename Sv<SDT>::raw s[DD][R], b[DD][R];
 };
 
-/* A weight word loaded without a place in L1 (ld.global.nc.L1::no_allocate): each is read
- * once, and allocated in L1 they evicted x, which every warp of the SM reads again for every row
- * (at T = 4 five times the bytes of the weights a warp reads; Nsight Compute on an H100 put the
- * T = 4 kernel's L1 hit rate at 78%, its largest stall on L1TEX loads). */
-SDC_D uint4 gi_ldw(const uint4 *p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
-SDC_D unsigned short gi_ldw(const unsigned short *p) {
-    unsigned short v;
-    asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
-    return v;
-}
-SDC_D float gi_ldw(const float *p) {
-    float v;
-    asm("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(v) : "l"(p));
-    return v;
-}
-
 /* Every load of a batch, none used: weights only, so a kernel may issue them before its
  * griddepcontrol.wait (common.cuh's rule: no kernel writes them). */
 template <int SDT, int R, int DD>
@@ -86,9 +64,9 @@ SDC_D void gi_load(const uint4 *W, const typename Sv<SDT>::raw *S, const typenam
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const uint32_t g = so[r] + (uint32_t)((j0 + j) * gstep);
-            bt.w[j][r] = gi_ldw(W + wo[r] + 32u * (uint32_t)(j0 + j));
-            bt.s[j][r] = gi_ldw(S + g);
-            bt.b[j][r] = gi_ldw(B + g);
+            bt.w[j][r] = mm_ldw(W + wo[r] + 32u * (uint32_t)(j0 + j));
+            bt.s[j][r] = mm_ldw(S + g);
+            bt.b[j][r] = mm_ldw(B + g);
         }
 }
 

@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
                 const int c_lo = ti * tile_ch, c_hi = min(nch, c_lo + tile_ch);
                 int c = c_lo + lane;
                 Chunk<MM_R> cur, nxt;
-                if (c < c_hi) mm_load<FMT>(p, rowbytes, ngroups, row, c, cur);
+                if (c < c_hi) mm_load<FMT, false>(p, rowbytes, ngroups, row, c, cur);
                 if (!once) {
                     __syncthreads();   /* every warp is done with the previous tile */
                     mm_stage<FMT, TT>(p, xs, sx, tb, c_lo, tile_ch);
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(MM_THREADS) mm_kernel(const sdc_mm_params p, c
                 while (c < c_hi) {
                     const int cn = c + 32;
                     const bool more = cn < c_hi;
-                    if (more) mm_load<FMT>(p, rowbytes, ngroups, row, cn, nxt);
+                    if (more) mm_load<FMT, false>(p, rowbytes, ngroups, row, cn, nxt);
                     mm_chunk<FMT, TT, MM_R>(cur, c - c_lo, xs, sx, xt4, tile_ch, acc);
                     if (!more) break;
                     cur = nxt;

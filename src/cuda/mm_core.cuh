@@ -63,36 +63,72 @@ SDC_D void mm_store(const sdc_mm_params &p, int row, int t, float v) {
     *o = p.acc ? *o + v : v;
 }
 
-template <int FMT>
+/* A weight word loaded without a place in L1 (ld.global.nc.L1::no_allocate): each is read
+ * once a launch, and allocated in L1 they evicted x, which every warp of the SM reads again for
+ * every row (gemv_i4.cu at T = 4: five times the bytes of the weights a warp reads; Nsight
+ * Compute on an H100 put its L1 hit rate at 78%, its largest stall on L1TEX loads). */
+SDC_D uint4 mm_ldw(const uint4 *p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+SDC_D uint32_t mm_ldw(const uint32_t *p) {
+    uint32_t v;
+    asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+SDC_D unsigned short mm_ldw(const unsigned short *p) {
+    unsigned short v;
+    asm("ld.global.nc.L1::no_allocate.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+}
+SDC_D float mm_ldw(const float *p) {
+    float v;
+    asm("ld.global.nc.L1::no_allocate.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+
+/* A weight word as the kernel reads it: ONCE (gemv.cu, each word used by one warp) without a
+ * place in L1; else through L1 (matmul.cu's token tiles read a chunk again in the next tile:
+ * there L1::no_allocate took the embedded LM head at T = 64 from 1541 to 1602 us on an H100,
+ * docs/benchmarks/cuda-ldw-kv-h100-2026-12-07.md). */
+template <bool ONCE, typename V> SDC_D V mm_ldg(const V *a) {
+    if constexpr (ONCE) return mm_ldw(a);
+    else return __ldg(a);
+}
+
+template <int FMT, bool ONCE>
 SDC_D uint4 mm_load16(const sdc_mm_params &p, size_t rowbytes, int row, int c) {
     using F = Fmt<FMT>;
     const char *base = (const char *)p.w + (size_t)row * rowbytes;
-    if (p.wvec) return __ldg((const uint4 *)base + c);
+    if (p.wvec) return mm_ldg<ONCE>((const uint4 *)base + c);
     uint32_t wd[4] = {0u, 0u, 0u, 0u};
     if constexpr (F::QUANT) {
 #pragma unroll
-        for (int i = 0; i < 4; i++) wd[i] = __ldg((const uint32_t *)base + 4 * c + i);
+        for (int i = 0; i < 4; i++) wd[i] = mm_ldg<ONCE>((const uint32_t *)base + 4 * c + i);
     } else if constexpr (F::ES == 4) {
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int col = c * 4 + e;
-            if (col < p.cols) wd[e] = __ldg((const uint32_t *)base + col);
+            if (col < p.cols) wd[e] = mm_ldg<ONCE>((const uint32_t *)base + col);
         }
     } else {
 #pragma unroll
         for (int e = 0; e < 8; e++) {
             const int col = c * 8 + e;
-            if (col < p.cols) wd[e >> 1] |= (uint32_t)__ldg((const unsigned short *)base + col) << (16 * (e & 1));
+            if (col < p.cols) wd[e >> 1] |= (uint32_t)mm_ldg<ONCE>((const unsigned short *)base + col) << (16 * (e & 1));
         }
     }
     return make_uint4(wd[0], wd[1], wd[2], wd[3]);
 }
 
-template <int FMT, int R>
+template <int FMT, bool ONCE, int R>
 SDC_D void mm_load(const sdc_mm_params &p, size_t rowbytes, int ngroups, const int (&row)[R], int c, Chunk<R> &k) {
     using F = Fmt<FMT>;
 #pragma unroll
-    for (int r = 0; r < R; r++) k.w[r] = mm_load16<FMT>(p, rowbytes, row[r], c);
+    for (int r = 0; r < R; r++) k.w[r] = mm_load16<FMT, ONCE>(p, rowbytes, row[r], c);
     if constexpr (F::QUANT) {
         /* the scales and biases as the aligned 32-bit words holding them, every load of the
          * chunk issued before any is used (a load per dtype behind a branch kept them apart, and
@@ -106,8 +142,8 @@ SDC_D void mm_load(const sdc_mm_params &p, size_t rowbytes, int ngroups, const i
         for (int r = 0; r < R; r++) {
             const size_t off = ((size_t)row[r] * (size_t)ngroups + (size_t)g) * (size_t)es;
             const uintptr_t as = (uintptr_t)p.scales + off, ab = (uintptr_t)p.biases + off;
-            ws[r] = __ldg((const uint32_t *)(as & ~(uintptr_t)3));
-            wb[r] = __ldg((const uint32_t *)(ab & ~(uintptr_t)3));
+            ws[r] = mm_ldg<ONCE>((const uint32_t *)(as & ~(uintptr_t)3));
+            wb[r] = mm_ldg<ONCE>((const uint32_t *)(ab & ~(uintptr_t)3));
             hi[r] = (int)((as >> 1) & 1) | (int)((ab >> 1) & 1) << 1;
         }
 #pragma unroll
