@@ -56,8 +56,8 @@ static bool drafter_q4(const specdec_model *m, const sd_backend *be, const specd
  * attention reads: decode 1.03-1.12x at 512 tokens on this project's Xeon, top-1 agreement with
  * the f32 reference and its KL unchanged within noise, docs/benchmarks/cpu-kv-bf16-xeon-2026-12-05.md)
  * and f32 elsewhere: precision f32 and the reference kernels are the reference path, and on CUDA
- * bf16 measured 1.003-1.004x at 512 tokens on the 8B shape with three more top-1 flips in 2048
- * against the f32 reference (docs/benchmarks/cuda-ldw-kv-h100-2026-12-07.md). */
+ * bf16 measured 1.003-1.004x at 512 tokens on the 8B shape, and on the embedded pair three more
+ * top-1 flips in 2048 against the f32 reference (docs/benchmarks/cuda-ldw-kv-h100-2026-12-07.md). */
 static sd_kv_dtype_e kv_pick(const sd_backend *be, const specdec_ctx_params *p) {
     if (p->kv_dtype != SPECDEC_KV_DEFAULT) return (sd_kv_dtype_e)p->kv_dtype;
     return cpu_int8_path(be, p) ? SD_KV_BF16 : SD_KV_F32;
