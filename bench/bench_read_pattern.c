@@ -2,22 +2,26 @@
  * one-token walk (src/cpu/ops_i8_avx512.c, tile_pair1) against other orders of the same bytes,
  * with no arithmetic: does the pattern itself cap the weight stream?
  *
- * A 1 GiB buffer is cut into packed tiles of the 4-bit layout of ops_i8.h for rows of COLS columns
- * (group 64, bf16 scales: per 32-column block 256 bytes of codes, then the scales and biases, the
- * tile padded to 64 bytes); each thread takes a contiguous share of the tiles. Patterns, every
- * 64-byte line prefetched SD_I8_PF_TILES tiles ahead as the kernel does:
- *   stream  the share front to back, one line after another: what the one-token walk would
- *           read if a pair's two tiles were laid out with their blocks alternating;
- *   pairs   tile_pair1's order over today's layout: tiles in pairs, the two walked block by block
- *           in lockstep (per group the two tiles' scales, per block tile A's 4 lines then tile
- *           B's), then each tile's biases: two streams a tile apart plus the scales'.
+ * A 1 GiB buffer is cut into tiles of the 4-bit packed layout for rows of COLS columns (group 64,
+ * bf16 scales: per 32-column block 256 bytes of codes, per group 32 bytes of scales and 32 of
+ * biases; 18432 bytes a tile at 2048 columns); each thread takes a contiguous share of the tiles.
+ * Patterns, every 64-byte line prefetched SD_I8_PF_TILES tiles ahead as the kernel does:
+ *   stream        the share front to back, one line after another;
+ *   pairs         tile_pair1's order over the layout the kernels had before 2026-12-07 (a tile's
+ *                 codes, then its scales, then its biases): tiles in pairs, the two walked block
+ *                 by block in lockstep (per group the two tiles' scales, per block tile A's 4
+ *                 lines then tile B's), then each tile's biases: two streams a tile apart plus
+ *                 the scales' and the biases';
+ *   pairs inline  the same order over today's layout (ops_i8.h: each group's scales and biases,
+ *                 one line, in front of its codes): two streams, one per tile.
  * The plain read every roofline here is measured against (bench_util.h) is printed too.
  * Rounds alternate the patterns (one pass each, after a discarded pass of each); prints the
- * median, min and max GB/s per pattern. The one-token kernel measured ~46 GB/s on a 2-vCPU Zen 5
- * whose plain read gave ~59 (docs/benchmarks/cpu-zen5-vs-llamacpp-2026-12-05.md, section 2).
- * On that CPU the pairs' order read at 0.72-0.93x the plain read, yet the kernel over a layout
- * read as one stream ran 0.90x as fast as today's (docs/benchmarks/
- * cpu-read-pattern-epyc-zen5-2026-12-07.md): a ratio here is the memory side alone.
+ * median, min and max GB/s per pattern. On a 2-vCPU Zen 5 the pairs' order read at 0.72-0.93x
+ * the plain read (docs/benchmarks/cpu-read-pattern-epyc-zen5-2026-12-07.md) and "pairs inline"
+ * 1.17-1.19x "pairs", as fast as one stream; the kernel moved to that layout and its 1.7B-shape
+ * decode gained 1.02-1.14x (docs/benchmarks/cpu-inline-scales-zen5-2026-12-07.md). But one
+ * stream laid out from the pairs' blocks alternating ran the kernel 0.90x as fast as two
+ * streams: a ratio here is the memory side alone.
  * Usage: bench_read_pattern [threads=2] [rounds=9] [cols=2048] */
 #include "bench_util.h"
 #include "cpu/ops_i8.h"
@@ -25,8 +29,8 @@
 
 
 /* each pattern with the kernel's prefetch, then without any */
-enum { P_STREAM, P_PAIRS, P_STREAM_NOPF, P_PAIRS_NOPF, P_N };
-static const char *const P_NAME[P_N] = {"stream", "pairs", "stream, no prefetch", "pairs, no prefetch"};
+enum { P_STREAM, P_PAIRS, P_INL, P_STREAM_NOPF, P_PAIRS_NOPF, P_INL_NOPF, P_N };
+static const char *const P_NAME[P_N] = {"stream", "pairs", "pairs inline", "stream, no prefetch", "pairs, no prefetch", "pairs inline, no pf"};
 
 typedef struct {
     const unsigned char *buf;
@@ -57,6 +61,25 @@ static void rp_task(void *arg, int ith, int nth) {
         for (size_t o = t0 * tb; o < t1 * tb; o += 64) {
             if (pf) __builtin_prefetch(b + o + pfo, 0, 3);
             LDX(acc, b + o);
+        }
+    } else if (j->pattern == P_INL || j->pattern == P_INL_NOPF) {
+        const size_t gb = tb / (nb / 2);
+        for (size_t t = t0; t < t1; t += 2) {
+            const unsigned char *tp[2] = {b + t * tb, b + (t + 1) * tb};
+            for (size_t g = 0; g < nb / 2; g++) {
+                for (int k = 0; k < 2; k++) {
+                    const unsigned char *s = tp[k] + g * gb;
+                    if (pf) __builtin_prefetch(s + pfo, 0, 3);
+                    LDX(acc, s);
+                }
+                for (int bb = 0; bb < 2; bb++)
+                    for (int k = 0; k < 2; k++)
+                        for (int u = 0; u < 4; u++) {
+                            const unsigned char *w = tp[k] + g * gb + 64 + bb * 256 + 64 * (size_t)u;
+                            if (pf) __builtin_prefetch(w + pfo, 0, 3);
+                            LDX(acc, w);
+                        }
+            }
         }
     } else {
         for (size_t t = t0; t < t1; t += 2) {

@@ -15,7 +15,9 @@
 # Usage: bench/cpu_scale_vs_llamacpp.sh [SHAPE=qwen3-1.7b] [ROUNDS=5] [THREADS=2]
 #   env PEERS (default ../shared/peers beside the repository), PEER_DIR (a llama.cpp CPU build,
 #   default /tmp/peer-cpu, built when missing), BUILD (default build), WORK (model files; default
-#   a temporary directory, removed at the end).
+#   a temporary directory, removed at the end), BASE (another specdec binary, e.g. an earlier
+#   commit's build: its classic decode becomes one more arm of every round, its text guarded
+#   equal to this build's, for a change measured in the same run as the peer).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -39,10 +41,11 @@ $PY -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
 bytes=$("$SD" info -m "$W/model" 2>/dev/null | sed -n 's/^bytes\/decode step: *\([0-9]*\).*/\1/p')
 bw=$("$BUILD/bench_matmul" "$TH" 2>&1 | grep -m1 'streaming read bandwidth' | sed -n 's/.*: *\([0-9.]*\) GB\/s.*/\1/p' || true)
 
-sd_run() {   # sd_run classic|mtp|mtp+ngram -> decode tok/s; text in $W/out.$1
-  local a=()
-  [ "$1" != classic ] && a=(--draft "$1")
-  "$SD" run -m "$W/model" -p "$PROMPT" -n 128 --ignore-eos --threads "$TH" "${a[@]}" > "$W/out.$1" 2> "$W/err"
+sd_run() {   # sd_run classic|mtp|mtp+ngram|base -> decode tok/s; text in $W/out.$1
+  local a=() bin=$SD
+  [ "$1" = base ] && bin=$BASE
+  [ "$1" != classic ] && [ "$1" != base ] && a=(--draft "$1")
+  "$bin" run -m "$W/model" -p "$PROMPT" -n 128 --ignore-eos --threads "$TH" "${a[@]}" > "$W/out.$1" 2> "$W/err"
   sed -n 's/.*decode \([0-9.]*\) tok\/s.*/\1/p' "$W/err" | tail -1
 }
 peer_run() {
@@ -56,21 +59,29 @@ echo "# CPU decode at the $SHAPE shape: specdec beside llama.cpp"
 echo
 echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), $(nproc) vCPUs; ISA flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512bw|avx512_vnni|avx_vnni|avx512_bf16)$' | tr '\n' ' ')"
 echo "- specdec $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $("$SD" info -m "$W/model" 2>/dev/null | grep -m1 '^kernels chosen' | cut -c1-120)"
+[ -z "${BASE:-}" ] || echo "- base arm: $BASE ($("$BASE" --version 2>/dev/null | head -1)), classic"
 echo "- threads $TH, $ROUNDS rounds after a warm-up, loadavg before: $(cat /proc/loadavg)"
 echo
-: > "$W/c"; : > "$W/m"; : > "$W/p"; : > "$W/h"
+: > "$W/c"; : > "$W/m"; : > "$W/p"; : > "$W/h"; : > "$W/b"
 for r in $(seq 0 "$ROUNDS"); do
   c=$(sd_run classic); p=$(peer_run); m=$(sd_run mtp); h=$(sd_run mtp+ngram)
   cmp -s "$W/out.classic" "$W/out.mtp" || { echo "REFUSED: MTP text differs from classic (round $r)"; exit 1; }
   cmp -s "$W/out.classic" "$W/out.mtp+ngram" || { echo "REFUSED: MTP+ngram text differs from classic (round $r)"; exit 1; }
+  if [ -n "${BASE:-}" ]; then
+    b=$(sd_run base)
+    cmp -s "$W/out.classic" "$W/out.base" || { echo "REFUSED: the base build's text differs from classic (round $r)"; exit 1; }
+  fi
   [ "$r" = 0 ] && continue
   echo "$c" >> "$W/c"; echo "$m" >> "$W/m"; echo "$p" >> "$W/p"; echo "$h" >> "$W/h"
+  [ -z "${BASE:-}" ] || echo "$b" >> "$W/b"
 done
 pm=$(median < "$W/p")
 floor=$(awk -v b="$bytes" -v g="$bw" 'BEGIN {print (g > 0 ? g * 1e9 / b : 0)}')
 echo "| arm | tok/s median [min, max] | vs llama.cpp | share of the floor |"
 echo "|---|---|---|---|"
-for a in p:llama.cpp c:specdec_classic m:specdec_mtp h:specdec_mtp+ngram; do
+arms="p:llama.cpp c:specdec_classic m:specdec_mtp h:specdec_mtp+ngram"
+[ -z "${BASE:-}" ] || arms="$arms b:base_classic"
+for a in $arms; do
   f=${a%%:*} name=${a#*:}
   md=$(median < "$W/$f")
   echo "| $name | $(stats < "$W/$f") | $(awk -v x="$md" -v y="$pm" 'BEGIN {printf "%.2fx", x / y}') | $(awk -v x="$md" -v y="$floor" 'BEGIN {if (y > 0) printf "%.1f%%", 100 * x / y; else printf "-"}') |"

@@ -116,18 +116,20 @@ static void pack_rows(const sd_mat *W, const sd_i8_packed *o, int r0, int r1) {
             for (int k = 0; k < per; k++) q[j * per + k] = (uint8_t)((wr[j] >> (W->bits * k)) & mask);
         unsigned char *t = o->buf + (size_t)(r / SD_I8_TILE) * o->tile_bytes;
         const int rl = r % SD_I8_TILE;
+        const int bpg = o->group / SD_I8_BLOCK;
         for (int b = 0; b < o->nkb; b++) {
             const uint8_t *c = q + b * SD_I8_BLOCK;
             for (int u = 0; u < nq; u++) {
-                unsigned char *dst = t + ((size_t)b * nq + u) * 64 + 4 * rl;
+                unsigned char *dst = t + (size_t)(b / bpg) * o->g_bytes + o->c_off + ((size_t)(b % bpg) * nq + u) * 64 + 4 * rl;
                 for (int i = 0; i < 4; i++)
                     dst[i] = W->bits == 4 ? (unsigned char)(c[8 * u + i] | c[8 * u + 4 + i] << 4) : c[4 * u + i];
             }
         }
         for (int g = 0; g < o->ng; g++) {
             const size_t e = (size_t)r * o->ng + g;
-            memcpy(t + o->s_off + ((size_t)g * SD_I8_TILE + rl) * es, (const char *)W->scales + e * es, es);
-            memcpy(t + o->b_off + ((size_t)g * SD_I8_TILE + rl) * es, (const char *)W->biases + e * es, es);
+            unsigned char *sb = t + (size_t)g * o->g_bytes;   /* the group's scales, then its biases */
+            memcpy(sb + (size_t)rl * es, (const char *)W->scales + e * es, es);
+            memcpy(sb + (size_t)(SD_I8_TILE + rl) * es, (const char *)W->biases + e * es, es);
         }
     }
 }
@@ -147,10 +149,10 @@ int sd_i8_pack_on(const sd_mat *W, sd_i8_packed *o, sd_pool *p) {
     o->tiles = (W->rows + SD_I8_TILE - 1) / SD_I8_TILE;
     o->nkb = W->cols / SD_I8_BLOCK;
     o->ng = W->cols / W->group;
-    const size_t sbytes = (size_t)o->ng * SD_I8_TILE * elem_size(W->dtype);
-    o->s_off = (size_t)o->nkb * SD_I8_QUADS(W->bits) * 64;
-    o->b_off = o->s_off + sbytes;
-    o->tile_bytes = (o->b_off + sbytes + 63) / 64 * 64;
+    const size_t sg = (size_t)SD_I8_TILE * elem_size(W->dtype);   /* 16 scales (biases), 32 or 64 bytes */
+    o->c_off = 2 * sg;
+    o->g_bytes = o->c_off + (size_t)(W->group / SD_I8_BLOCK) * SD_I8_QUADS(W->bits) * 64;
+    o->tile_bytes = (size_t)o->ng * o->g_bytes;
     const size_t total = (size_t)o->tiles * o->tile_bytes;
     o->buf = aligned_alloc(64, total ? total : 64);
     if (!o->buf) return -1;
@@ -174,7 +176,7 @@ static int32_t packed_block_dot(const sd_i8_packed *P, const unsigned char *tile
     const int nq = SD_I8_QUADS(P->bits);
     int32_t s = 0;
     for (int u = 0; u < nq; u++) {
-        const unsigned char *w = tile + ((size_t)b * nq + u) * 64 + 4 * rl;
+        const unsigned char *w = sd_i8_block(P, tile, b) + (size_t)u * 64 + 4 * rl;
         for (int i = 0; i < 4; i++) {
             if (P->bits == 4) {
                 s += (int32_t)(w[i] & 15) * xq[b * SD_I8_BLOCK + 8 * u + i];
@@ -190,7 +192,6 @@ static int32_t packed_block_dot(const sd_i8_packed *P, const unsigned char *tile
 void sd_i8_rows_c(const sd_i8_args *a, int r0, int r1) {
     const sd_i8_packed *P = a->P;
     const int bpg = P->group / SD_I8_BLOCK;
-    const size_t es = elem_size(P->dtype);
     for (int r = r0; r < r1; r++) {
         const unsigned char *tile = sd_i8_tile(P, r / SD_I8_TILE);
         const int rl = r % SD_I8_TILE;
@@ -200,11 +201,11 @@ void sd_i8_rows_c(const sd_i8_args *a, int r0, int r1) {
             sd_i8_tokens(a, t, 1, &xq, &d, &xg);
             float accS = 0.0f, accB = 0.0f;
             for (int b = 0; b < P->nkb; b++) {
-                const float S = sd_ref_elem_f32(P->dtype, tile + P->s_off + (size_t)(b / bpg) * SD_I8_TILE * es, (size_t)rl);
+                const float S = sd_ref_elem_f32(P->dtype, sd_i8_scales(P, tile, b / bpg), (size_t)rl);
                 accS = fmaf(S, (float)packed_block_dot(P, tile, rl, b, xq) * d[b], accS);
             }
             for (int g = 0; g < P->ng; g++) {
-                const float B = sd_ref_elem_f32(P->dtype, tile + P->b_off + (size_t)g * SD_I8_TILE * es, (size_t)rl);
+                const float B = sd_ref_elem_f32(P->dtype, sd_i8_biases(P, tile, g), (size_t)rl);
                 accB = fmaf(B, xg[g], accB);
             }
             a->y[(size_t)t * a->ldy + r] = accS + accB;

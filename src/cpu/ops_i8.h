@@ -25,18 +25,23 @@
  * round compute-bound from T = 2.
  *
  * The packed weights (sd_i8_pack, made once when the matrix is uploaded to the CPU backend): the
- * rows in tiles of 16 (the last tile padded with zero rows), each tile one contiguous run of
+ * rows in tiles of 16 (the last tile padded with zero rows), each tile one contiguous run of its
+ * groups (g_bytes each, a multiple of 64), each group
+ *   scales: the 16 rows' S in the matrix's own dtype (f32, f16 or bf16; exact as f32);
+ *   biases: the same for B (scales and biases together 64 bytes, or 128 for f32);
  *   codes:  per block of 32 columns, SD_I8_QUADS(bits) quads of 64 bytes; quad u holds row r's
  *           4 bytes at bytes 4r .. 4r + 3 (a 32-bit lane per row):
  *             4-bit: byte i (i < 4) = column 8u + i in its low nibble, column 8u + 4 + i in its
  *                    high nibble (4 quads: the low nibbles pair with xq[8u .. 8u + 3], the high
  *                    ones with xq[8u + 4 .. 8u + 7]);
- *             8-bit: byte i = column 4u + i (8 quads, pairing with xq[4u .. 4u + 3]);
- *   scales: per group, the 16 rows' S in the matrix's own dtype (f32, f16 or bf16; exact as f32);
- *   biases: the same for B;
- * padded to 64 bytes. A kernel walks a tile front to back once per token tile, reading each quad
- * as one vector whose lanes are rows against 4 activation bytes broadcast to every lane
- * (vpdpbusd, sdot by lane). */
+ *             8-bit: byte i = column 4u + i (8 quads, pairing with xq[4u .. 4u + 3]).
+ * A kernel walks a tile front to back once per token tile, reading each quad as one vector whose
+ * lanes are rows against 4 activation bytes broadcast to every lane (vpdpbusd, sdot by lane).
+ * Why the scales and biases sit in front of their group's codes rather than in runs of their own
+ * after the tile's codes: a tile is then one stream of reads front to back, where the runs made
+ * three (codes, scales, biases) and the one-token walk's pair of tiles six, which the memory system
+ * served slower: the Qwen3 1.7B shape's classic decode 1.02-1.10x on a Zen 5
+ * (docs/benchmarks/cpu-inline-scales-zen5-2026-12-07.md). */
 #ifndef SD_OPS_I8_H
 #define SD_OPS_I8_H
 #include <stddef.h>
@@ -55,7 +60,8 @@ typedef struct sd_i8_packed {
     specdec_dtype dtype;          /* of the scales and biases */
     int tiles, nkb, ng;           /* tiles of 16 rows, blocks of 32 columns, groups per row */
     size_t tile_bytes;            /* one tile, a multiple of 64 */
-    size_t s_off, b_off;          /* the scales' and biases' offsets inside a tile */
+    size_t g_bytes;               /* one group of a tile: its scales, biases and codes */
+    size_t c_off;                 /* the codes' offset inside a group (after 16 scales and 16 biases) */
     unsigned char *buf;           /* tiles * tile_bytes, 64-byte aligned */
 } sd_i8_packed;
 
@@ -174,6 +180,22 @@ static inline int sd_i8_streamed(const sd_i8_packed *P) { return (size_t)P->tile
 
 /* Where tile t of P starts. */
 static inline const unsigned char *sd_i8_tile(const sd_i8_packed *P, int t) { return P->buf + (size_t)t * P->tile_bytes; }
+
+/* Group g of the tile starting at tp: its 16 scales, its 16 biases, its first block of codes; and
+ * block b's codes (b counted from the row's start). */
+static inline const unsigned char *sd_i8_scales(const sd_i8_packed *P, const unsigned char *tp, int g) {
+    return tp + (size_t)g * P->g_bytes;
+}
+static inline const unsigned char *sd_i8_biases(const sd_i8_packed *P, const unsigned char *tp, int g) {
+    return tp + (size_t)g * P->g_bytes + (P->c_off >> 1);
+}
+static inline const unsigned char *sd_i8_codes(const sd_i8_packed *P, const unsigned char *tp, int g) {
+    return tp + (size_t)g * P->g_bytes + P->c_off;
+}
+static inline const unsigned char *sd_i8_block(const sd_i8_packed *P, const unsigned char *tp, int b) {
+    const int bpg = P->group / SD_I8_BLOCK;
+    return sd_i8_codes(P, tp, b / bpg) + (size_t)(b % bpg) * SD_I8_QUADS(P->bits) * 64;
+}
 
 /* Tokens t0 .. t0 + nt - 1 of a call: each one's codes, block scales and group sums. */
 static inline void sd_i8_tokens(const sd_i8_args *a, int t0, int nt, const int8_t **xq, const float **d, const float **xg) {

@@ -110,9 +110,7 @@ SD_AINLINE void unpack_bp(const unsigned char *w, unsigned char *dst) {
  * C tile stored just before would wait the same way. */
 SD_AINLINE void rows_nt(const sd_i8_args *a, int r0, int r1, int t0, const int NT, const int bits, const specdec_dtype dt) {
     const sd_i8_packed *P = a->P;
-    const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2, sg = (size_t)SD_I8_TILE * es;
     const int nq = SD_I8_QUADS(bits), nbp = P->nkb / 2;
-    const size_t kbp = (size_t)nq * 128;   /* a block pair's packed bytes */
     const int pf = t0 == 0 && sd_i8_streamed(P) ? SD_I8_PF_TILES : 0;
     const size_t pfo = (size_t)pf * P->tile_bytes;
     const int8_t *xq[NT_MAX];
@@ -134,19 +132,25 @@ SD_AINLINE void rows_nt(const sd_i8_args *a, int r0, int r1, int t0, const int N
     for (int t = 0; t < NT; t++) acc[t] = _mm512_setzero_ps();
     if (bits == 4)
         for (int j = 0; j < DIST && j < n; j++)
-            unpack_bp(sd_i8_tile(P, tile0 + j / nbp) + (size_t)(j % nbp) * kbp, ring[j % RING]);
+            unpack_bp(sd_i8_block(P, sd_i8_tile(P, tile0 + j / nbp), 2 * (j % nbp)), ring[j % RING]);
     for (int j = 0; j < n + CDELAY; j++) {
         if (j < n) {
             const int bp = j % nbp;
-            const unsigned char *tp = sd_i8_tile(P, tile0 + j / nbp), *bsrc;
-            if (pf)
-                for (int u = 0; u < 2 * nq; u++) _mm_prefetch((const char *)tp + (size_t)bp * kbp + pfo + 64 * u, _MM_HINT_T0);
+            /* a block pair lies in one group (a group is a whole number of pairs), so its 2 nq
+             * quads are contiguous */
+            const unsigned char *bpw = sd_i8_block(P, sd_i8_tile(P, tile0 + j / nbp), 2 * bp), *bsrc;
+            if (pf) {
+                for (int u = 0; u < 2 * nq; u++) _mm_prefetch((const char *)bpw + pfo + 64 * u, _MM_HINT_T0);
+                if ((2 * bp * SD_I8_BLOCK) % P->group == 0)   /* the group's first pair: its scales and biases */
+                    for (size_t o = 0; o < P->c_off; o += 64) _mm_prefetch((const char *)bpw - P->c_off + o + pfo, _MM_HINT_T0);
+            }
             if (bits == 4) {
                 if (j + DIST < n)
-                    unpack_bp(sd_i8_tile(P, tile0 + (j + DIST) / nbp) + (size_t)((j + DIST) % nbp) * kbp, ring[(j + DIST) % RING]);
+                    unpack_bp(sd_i8_block(P, sd_i8_tile(P, tile0 + (j + DIST) / nbp), 2 * ((j + DIST) % nbp)),
+                              ring[(j + DIST) % RING]);
                 bsrc = ring[j % RING];
             } else {
-                bsrc = tp + (size_t)bp * kbp;   /* 8-bit: the packed block pair is the operand */
+                bsrc = bpw;   /* 8-bit: the packed block pair is the operand */
             }
             int32_t *cb = cbuf[j % (CDELAY + 1)];
             const unsigned char *ap = abuf + (size_t)bp * arow;
@@ -168,7 +172,7 @@ SD_AINLINE void rows_nt(const sd_i8_args *a, int r0, int r1, int t0, const int N
             const int i = j - CDELAY, bp = i % nbp, b = 2 * bp, g = b * SD_I8_BLOCK / P->group, tile = tile0 + i / nbp;
             const unsigned char *tp = sd_i8_tile(P, tile);
             const int32_t *cb = cbuf[i % (CDELAY + 1)];
-            const __m512 S = load16(dt, tp + P->s_off + (size_t)g * sg);
+            const __m512 S = load16(dt, sd_i8_scales(P, tp, g));
             for (int t = 0; t < NT; t++) {
                 const __m512 F0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb + 32 * t)), _mm512_set1_ps(dv[t][b]));
                 acc[t] = _mm512_fmadd_ps(S, F0, acc[t]);
@@ -182,7 +186,7 @@ SD_AINLINE void rows_nt(const sd_i8_args *a, int r0, int r1, int t0, const int N
                 for (int t = 0; t < NT; t++) {
                     __m512 accB = _mm512_setzero_ps();
                     for (int gg = 0; gg < P->ng; gg++)
-                        accB = _mm512_fmadd_ps(load16(dt, tp + P->b_off + (size_t)gg * sg), _mm512_set1_ps(xg[t][gg]), accB);
+                        accB = _mm512_fmadd_ps(load16(dt, sd_i8_biases(P, tp, gg)), _mm512_set1_ps(xg[t][gg]), accB);
                     _mm512_mask_storeu_ps(a->y + (size_t)(t0 + t) * a->ldy + (size_t)rr, om, _mm512_add_ps(acc[t], accB));
                     acc[t] = _mm512_setzero_ps();
                 }

@@ -53,7 +53,7 @@ SD_AINLINE void half_nt(const sd_i8_args *a, int tile, int h, int nr, int t0, in
                         const specdec_dtype dt, const int vnni) {
     const sd_i8_packed *P = a->P;
     const unsigned char *tp = sd_i8_tile(P, tile);
-    const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2, sg = (size_t)SD_I8_TILE * es, so = (size_t)h * 8 * es;
+    const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2, so = (size_t)h * 8 * es;
     const int nq = SD_I8_QUADS(bits), bpg = P->group / SD_I8_BLOCK;
     const size_t kbb = (size_t)nq * 64, pfo = (size_t)pf * P->tile_bytes;
     const int8_t *xq[NT_MAX];
@@ -63,13 +63,13 @@ SD_AINLINE void half_nt(const sd_i8_args *a, int tile, int h, int nr, int t0, in
     __m256 acc[NT_MAX];
     for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
     for (int g = 0, b = 0; g < P->ng; g++) {
-        const __m256 S = load8(dt, tp + P->s_off + (size_t)g * sg + so);
+        const __m256 S = load8(dt, sd_i8_scales(P, tp, g) + so);
         if (pf) {
-            _mm_prefetch((const char *)tp + pfo + P->s_off + (size_t)g * sg, _MM_HINT_T0);
-            _mm_prefetch((const char *)tp + pfo + P->b_off + (size_t)g * sg, _MM_HINT_T0);
+            _mm_prefetch((const char *)sd_i8_scales(P, tp, g) + pfo, _MM_HINT_T0);
+            _mm_prefetch((const char *)sd_i8_biases(P, tp, g) + pfo, _MM_HINT_T0);
         }
         for (int bb = 0; bb < bpg; bb++, b++) {
-            const unsigned char *wk = tp + (size_t)b * kbb + 32 * h;
+            const unsigned char *wk = sd_i8_codes(P, tp, g) + (size_t)bb * kbb + 32 * h;
             if (pf)
                 for (int u = 0; u < nq; u++) _mm_prefetch((const char *)wk + pfo + 64 * u, _MM_HINT_T0);
             __m256i I0[NT_MAX], I1[NT_MAX];
@@ -121,7 +121,7 @@ SD_AINLINE void half_nt(const sd_i8_args *a, int tile, int h, int nr, int t0, in
     __m256 accB[NT_MAX];
     for (int t = 0; t < NT; t++) accB[t] = _mm256_setzero_ps();
     for (int g = 0; g < P->ng; g++) {
-        const __m256 B = load8(dt, tp + P->b_off + (size_t)g * sg + so);
+        const __m256 B = load8(dt, sd_i8_biases(P, tp, g) + so);
         for (int t = 0; t < NT; t++) accB[t] = _mm256_fmadd_ps(B, _mm256_set1_ps(xg[t][g]), accB[t]);
     }
     const int keep = nr - 8 * h;   /* rows of this half to store (1..8) */

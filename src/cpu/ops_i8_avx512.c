@@ -68,7 +68,6 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, int pf, c
                         const specdec_dtype dt) {
     const sd_i8_packed *P = a->P;
     const unsigned char *tp = sd_i8_tile(P, tile);
-    const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2, sg = (size_t)SD_I8_TILE * es;
     const int nq = SD_I8_QUADS(bits), bpg = P->group / SD_I8_BLOCK;
     const size_t kbb = (size_t)nq * 64, pfo = (size_t)pf * P->tile_bytes;
     const size_t ldq = (size_t)a->ldq, ldd = (size_t)a->ldd;
@@ -78,13 +77,13 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, int pf, c
     __m512 accS[NT_MAX], accB[NT_MAX];
     for (int t = 0; t < NT; t++) accS[t] = accB[t] = _mm512_setzero_ps();
     for (int g = 0, b = 0; g < P->ng; g++) {
-        const __m512 S = load16(dt, tp + P->s_off + (size_t)g * sg);
+        const __m512 S = load16(dt, sd_i8_scales(P, tp, g));
         if (pf) {
-            _mm_prefetch((const char *)tp + pfo + P->s_off + (size_t)g * sg, _MM_HINT_T0);
-            _mm_prefetch((const char *)tp + pfo + P->b_off + (size_t)g * sg, _MM_HINT_T0);
+            _mm_prefetch((const char *)sd_i8_scales(P, tp, g) + pfo, _MM_HINT_T0);
+            _mm_prefetch((const char *)sd_i8_biases(P, tp, g) + pfo, _MM_HINT_T0);
         }
         for (int bb = 0; bb < bpg; bb++, b++) {
-            const unsigned char *wk = tp + (size_t)b * kbb;
+            const unsigned char *wk = sd_i8_codes(P, tp, g) + (size_t)bb * kbb;
             if (pf)
                 for (int u = 0; u < nq; u++) _mm_prefetch((const char *)wk + pfo + 64 * u, _MM_HINT_T0);
             __m512i w[8];
@@ -119,7 +118,7 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, int pf, c
     }
     const float *xg0 = a->xg + (size_t)t0 * a->ldg;
     for (int g = 0; g < P->ng; g++) {
-        const __m512 B = load16(dt, tp + P->b_off + (size_t)g * sg);
+        const __m512 B = load16(dt, sd_i8_biases(P, tp, g));
         for (int t = 0; t < NT; t++) accB[t] = _mm512_fmadd_ps(B, _mm512_set1_ps(xg0[(size_t)t * a->ldg + g]), accB[t]);
     }
     const __mmask16 om = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
@@ -133,7 +132,6 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, int pf, c
 SD_AINLINE void tile_pair1(const sd_i8_args *a, int ta, int nra, int nrb, int pf, const int bits, const specdec_dtype dt) {
     const sd_i8_packed *P = a->P;
     const unsigned char *tp[2] = {sd_i8_tile(P, ta), sd_i8_tile(P, ta + 1)};
-    const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2, sg = (size_t)SD_I8_TILE * es;
     const int nq = SD_I8_QUADS(bits), bpg = P->group / SD_I8_BLOCK;
     const size_t kbb = (size_t)nq * 64, pfo = (size_t)pf * P->tile_bytes;
     const int8_t *xq = a->xq;
@@ -143,17 +141,17 @@ SD_AINLINE void tile_pair1(const sd_i8_args *a, int ta, int nra, int nrb, int pf
     for (int g = 0, b = 0; g < P->ng; g++) {
         __m512 S[2];
         for (int k = 0; k < 2; k++) {
-            S[k] = load16(dt, tp[k] + P->s_off + (size_t)g * sg);
+            S[k] = load16(dt, sd_i8_scales(P, tp[k], g));
             if (pf) {
-                _mm_prefetch((const char *)tp[k] + pfo + P->s_off + (size_t)g * sg, _MM_HINT_T0);
-                _mm_prefetch((const char *)tp[k] + pfo + P->b_off + (size_t)g * sg, _MM_HINT_T0);
+                _mm_prefetch((const char *)sd_i8_scales(P, tp[k], g) + pfo, _MM_HINT_T0);
+                _mm_prefetch((const char *)sd_i8_biases(P, tp[k], g) + pfo, _MM_HINT_T0);
             }
         }
         for (int bb = 0; bb < bpg; bb++, b++) {
             const int8_t *x = xq + (size_t)b * SD_I8_BLOCK;
             const __m512 D = _mm512_set1_ps(dv[b]);
             for (int k = 0; k < 2; k++) {
-                const unsigned char *wk = tp[k] + (size_t)b * kbb;
+                const unsigned char *wk = sd_i8_codes(P, tp[k], g) + (size_t)bb * kbb;
                 if (pf)
                     for (int u = 0; u < nq; u++) _mm_prefetch((const char *)wk + pfo + 64 * u, _MM_HINT_T0);
                 __m512i I0 = _mm512_setzero_si512(), I1 = _mm512_setzero_si512();
@@ -176,7 +174,7 @@ SD_AINLINE void tile_pair1(const sd_i8_args *a, int ta, int nra, int nrb, int pf
     for (int k = 0; k < 2; k++) {
         __m512 accB = _mm512_setzero_ps();
         for (int g = 0; g < P->ng; g++)
-            accB = _mm512_fmadd_ps(load16(dt, tp[k] + P->b_off + (size_t)g * sg), _mm512_set1_ps(xg[g]), accB);
+            accB = _mm512_fmadd_ps(load16(dt, sd_i8_biases(P, tp[k], g)), _mm512_set1_ps(xg[g]), accB);
         const int nr = k ? nrb : nra;
         const __mmask16 om = (__mmask16)(nr >= 16 ? 0xFFFFu : (1u << nr) - 1u);
         _mm512_mask_storeu_ps(a->y + (size_t)(ta + k) * SD_I8_TILE, om, _mm512_add_ps(acc[k], accB));

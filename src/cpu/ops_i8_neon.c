@@ -108,7 +108,7 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, const int
                         const specdec_dtype dt, const int sdot, int32_t (*xc)[SD_I8_MAXCOLS / SD_I8_BLOCK]) {
     const sd_i8_packed *P = a->P;
     const unsigned char *tp = sd_i8_tile(P, tile);
-    const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2, sg = (size_t)SD_I8_TILE * es, sv = 4 * es;
+    const size_t es = dt == SPECDEC_DTYPE_F32 ? 4 : 2, sv = 4 * es;
     const int nq = SD_I8_QUADS(bits), bpg = P->group / SD_I8_BLOCK, nv = (nr + 3) / 4;
     const size_t kbb = (size_t)nq * 64;
     const int8_t *xq[NT_MAX];
@@ -127,12 +127,12 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, const int
         for (int t = 0; t < NT; t++) accS[v][t] = vdupq_n_f32(0.0f);
     for (int g = 0; g < P->ng; g++)
         for (int v = 0; v < nv; v++) {
-            const float32x4_t S = load4(dt, tp + P->s_off + (size_t)g * sg + (size_t)v * sv);
+            const float32x4_t S = load4(dt, sd_i8_scales(P, tp, g) + (size_t)v * sv);
             float32x4_t acc[NT_MAX];
             UNROLL
             for (int t = 0; t < NT; t++) acc[t] = accS[v][t];
             for (int b = g * bpg; b < (g + 1) * bpg; b++) {
-                const unsigned char *wk = tp + (size_t)b * kbb + 16 * v;
+                const unsigned char *wk = sd_i8_codes(P, tp, g) + (size_t)(b - g * bpg) * kbb + 16 * v;
                 /* w[k] pairs with the block's activation bytes 4k .. 4k + 3: 4-bit quad u's low
                  * nibbles are w[2u], its high ones w[2u + 1]; 8-bit quad u is w[u] */
                 int8x16_t w[8];
@@ -164,7 +164,7 @@ SD_AINLINE void tile_nt(const sd_i8_args *a, int tile, int nr, int t0, const int
         float32x4_t accB[NT_MAX];
         for (int t = 0; t < NT; t++) accB[t] = vdupq_n_f32(0.0f);
         for (int g = 0; g < P->ng; g++) {
-            const float32x4_t B = load4(dt, tp + P->b_off + (size_t)g * sg + (size_t)v * sv);
+            const float32x4_t B = load4(dt, sd_i8_biases(P, tp, g) + (size_t)v * sv);
             UNROLL
             for (int t = 0; t < NT; t++) accB[t] = vfmaq_f32(accB[t], B, vdupq_n_f32(xg[t][g]));
         }
