@@ -7,21 +7,20 @@
  * biases; 18432 bytes a tile at 2048 columns); each thread takes a contiguous share of the tiles.
  * Patterns, every 64-byte line prefetched SD_I8_PF_TILES tiles ahead as the kernel does:
  *   stream        the share front to back, one line after another;
- *   pairs         tile_pair1's order over the layout the kernels had before 2026-12-07 (a tile's
- *                 codes, then its scales, then its biases): tiles in pairs, the two walked block
- *                 by block in lockstep (per group the two tiles' scales, per block tile A's 4
- *                 lines then tile B's), then each tile's biases: two streams a tile apart plus
- *                 the scales' and the biases';
- *   pairs inline  the same order over today's layout (ops_i8.h: each group's scales and biases,
- *                 one line, in front of its codes): two streams, one per tile.
+ *   pairs         tile_pair1's order over tiles packed in runs (ops_i8.h: a tile's codes, then its
+ *                 scales, then its biases): tiles in pairs, the two walked block by block in
+ *                 lockstep (per group the two tiles' scales, per block tile A's 4 lines then tile
+ *                 B's), then each tile's biases: two streams a tile apart plus the scales' and
+ *                 the biases';
+ *   pairs inline  the same order over tiles packed grouped (each group's scales and biases, one
+ *                 line, in front of its codes): two streams, one per tile.
  * The plain read every roofline here is measured against (bench_util.h) is printed too.
  * Rounds alternate the patterns (one pass each, after a discarded pass of each); prints the
- * median, min and max GB/s per pattern. On a 2-vCPU Zen 5 the pairs' order read at 0.72-0.93x
- * the plain read (docs/benchmarks/cpu-read-pattern-epyc-zen5-2026-12-07.md) and "pairs inline"
- * 1.17-1.19x "pairs", as fast as one stream; the kernel moved to that layout and its 1.7B-shape
- * decode gained 1.02-1.14x (docs/benchmarks/cpu-inline-scales-zen5-2026-12-07.md). But one
- * stream laid out from the pairs' blocks alternating ran the kernel 0.90x as fast as two
- * streams: a ratio here is the memory side alone.
+ * median, min and max GB/s per pattern. On a 2-vCPU Zen 5 (docs/benchmarks/
+ * cpu-grouped-tiles-zen5-2026-12-07.md) "pairs inline" read 512 to 4096 columns at 1.1-1.5x
+ * "pairs" but 256 and 384 columns (tiles under 4 KB) at 0.65-0.8x: the packer's rule for the two
+ * arrangements. One stream laid out from a pair's blocks alternating ran the kernel 0.90x as fast
+ * as two (cpu-read-pattern-epyc-zen5-2026-12-07.md): a ratio here is the memory side alone.
  * Usage: bench_read_pattern [threads=2] [rounds=9] [cols=2048] */
 #include "bench_util.h"
 #include "cpu/ops_i8.h"

@@ -189,9 +189,10 @@ static void test_level(const sd_ops *F, const char *lvl) {
 }
 
 /* A matrix larger than the caches (the kernels prefetch those, tiles ahead): the reference's bits
- * at T = 1 and 2 (and 5 for AMX) on 1 and 2 threads (kept short: the NEON run is emulated). */
-static void test_large(const sd_ops *F, const char *lvl) {
-    const int rows = 20011, cols = 384, T = 5;
+ * at T = 1 and 2 (and 5 for AMX) on 1 and 2 threads (kept short: the NEON run is emulated), in
+ * either tile arrangement (ops_i8.h: 384 columns are packed in runs, 512 grouped). */
+static void test_large_cols(const sd_ops *F, const char *lvl, const int cols) {
+    const int rows = 20011, T = 5;
     tmat W = make_mat(rows, cols, 4, 64, SPECDEC_DTYPE_BF16);
     float *x = malloc(sizeof(float) * (size_t)T * cols);
     float *yr = malloc(sizeof(float) * (size_t)T * rows), *y = malloc(sizeof(float) * (size_t)T * rows);
@@ -199,6 +200,8 @@ static void test_large(const sd_ops *F, const char *lvl) {
     sd_i8_matmul_ref(&W.m, x, cols, yr, rows, T);
     sd_i8_packed pk;
     CHECK(sd_i8_pack(&W.m, &pk) == 0, "pack large");
+    CHECK(pk.grouped == (cols >= 512) && sd_i8_streamed(&pk), "large %dx%d: packed %s (%zu-byte tiles), streamed %d",
+          rows, cols, pk.grouped ? "grouped" : "in runs", pk.tile_bytes, sd_i8_streamed(&pk));
     W.m.pk = &pk;
     static const int Ts[] = {1, 2, 5};
     const int nT = strstr(lvl, "amx") ? 3 : 2;   /* AMX: a verify width past its rule's threshold too */
@@ -212,6 +215,10 @@ static void test_large(const sd_ops *F, const char *lvl) {
     W.m.pk = NULL;
     sd_i8_pack_free(&pk);
     free_mat(&W);
+}
+static void test_large(const sd_ops *F, const char *lvl) {
+    test_large_cols(F, lvl, 384);
+    test_large_cols(F, lvl, 512);
 }
 
 /* Several packed matrices over one x in one pass (matmul_i8_n: q, k, v; gate, up): every value

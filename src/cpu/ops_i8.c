@@ -116,20 +116,18 @@ static void pack_rows(const sd_mat *W, const sd_i8_packed *o, int r0, int r1) {
             for (int k = 0; k < per; k++) q[j * per + k] = (uint8_t)((wr[j] >> (W->bits * k)) & mask);
         unsigned char *t = o->buf + (size_t)(r / SD_I8_TILE) * o->tile_bytes;
         const int rl = r % SD_I8_TILE;
-        const int bpg = o->group / SD_I8_BLOCK;
         for (int b = 0; b < o->nkb; b++) {
             const uint8_t *c = q + b * SD_I8_BLOCK;
             for (int u = 0; u < nq; u++) {
-                unsigned char *dst = t + (size_t)(b / bpg) * o->g_bytes + o->c_off + ((size_t)(b % bpg) * nq + u) * 64 + 4 * rl;
+                unsigned char *dst = (unsigned char *)sd_i8_block(o, t, b) + (size_t)u * 64 + 4 * rl;
                 for (int i = 0; i < 4; i++)
                     dst[i] = W->bits == 4 ? (unsigned char)(c[8 * u + i] | c[8 * u + 4 + i] << 4) : c[4 * u + i];
             }
         }
         for (int g = 0; g < o->ng; g++) {
             const size_t e = (size_t)r * o->ng + g;
-            unsigned char *sb = t + (size_t)g * o->g_bytes;   /* the group's scales, then its biases */
-            memcpy(sb + (size_t)rl * es, (const char *)W->scales + e * es, es);
-            memcpy(sb + (size_t)(SD_I8_TILE + rl) * es, (const char *)W->biases + e * es, es);
+            memcpy((unsigned char *)sd_i8_scales(o, t, g) + (size_t)rl * es, (const char *)W->scales + e * es, es);
+            memcpy((unsigned char *)sd_i8_biases(o, t, g) + (size_t)rl * es, (const char *)W->biases + e * es, es);
         }
     }
 }
@@ -149,10 +147,19 @@ int sd_i8_pack_on(const sd_mat *W, sd_i8_packed *o, sd_pool *p) {
     o->tiles = (W->rows + SD_I8_TILE - 1) / SD_I8_TILE;
     o->nkb = W->cols / SD_I8_BLOCK;
     o->ng = W->cols / W->group;
-    const size_t sg = (size_t)SD_I8_TILE * elem_size(W->dtype);   /* 16 scales (biases), 32 or 64 bytes */
-    o->c_off = 2 * sg;
-    o->g_bytes = o->c_off + (size_t)(W->group / SD_I8_BLOCK) * SD_I8_QUADS(W->bits) * 64;
-    o->tile_bytes = (size_t)o->ng * o->g_bytes;
+    const size_t sg = (size_t)SD_I8_TILE * elem_size(W->dtype);   /* 16 scales (biases): 32 or 64 bytes */
+    const size_t cg = (size_t)(W->group / SD_I8_BLOCK) * SD_I8_QUADS(W->bits) * 64;   /* a group's codes */
+    const size_t runs = ((size_t)o->ng * (cg + 2 * sg) + 63) / 64 * 64;   /* a tile in runs */
+    o->grouped = runs >= SD_I8_GROUPED_MIN;
+    if (o->grouped) {   /* 2 sg is 64 or 128: every group starts on a line */
+        o->s_off = 0; o->b_off = sg; o->c_off = 2 * sg;
+        o->g_sb = o->g_c = 2 * sg + cg;
+        o->tile_bytes = (size_t)o->ng * o->g_c;
+    } else {
+        o->c_off = 0; o->g_c = cg;
+        o->s_off = (size_t)o->ng * cg; o->b_off = o->s_off + (size_t)o->ng * sg; o->g_sb = sg;
+        o->tile_bytes = runs;
+    }
     const size_t total = (size_t)o->tiles * o->tile_bytes;
     o->buf = aligned_alloc(64, total ? total : 64);
     if (!o->buf) return -1;

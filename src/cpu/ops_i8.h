@@ -25,23 +25,28 @@
  * round compute-bound from T = 2.
  *
  * The packed weights (sd_i8_pack, made once when the matrix is uploaded to the CPU backend): the
- * rows in tiles of 16 (the last tile padded with zero rows), each tile one contiguous run of its
- * groups (g_bytes each, a multiple of 64), each group
- *   scales: the 16 rows' S in the matrix's own dtype (f32, f16 or bf16; exact as f32);
- *   biases: the same for B (scales and biases together 64 bytes, or 128 for f32);
+ * rows in tiles of 16 (the last tile padded with zero rows), each tile one contiguous run of
  *   codes:  per block of 32 columns, SD_I8_QUADS(bits) quads of 64 bytes; quad u holds row r's
  *           4 bytes at bytes 4r .. 4r + 3 (a 32-bit lane per row):
  *             4-bit: byte i (i < 4) = column 8u + i in its low nibble, column 8u + 4 + i in its
  *                    high nibble (4 quads: the low nibbles pair with xq[8u .. 8u + 3], the high
  *                    ones with xq[8u + 4 .. 8u + 7]);
- *             8-bit: byte i = column 4u + i (8 quads, pairing with xq[4u .. 4u + 3]).
+ *             8-bit: byte i = column 4u + i (8 quads, pairing with xq[4u .. 4u + 3]);
+ *   scales: per group, the 16 rows' S in the matrix's own dtype (f32, f16 or bf16; exact as f32);
+ *   biases: the same for B;
+ * in one of two arrangements, the same bytes (sd_i8_scales / _biases / _codes find them):
+ *   grouped: group after group, each its 16 scales, its 16 biases (together 64 bytes, 128 for
+ *            f32) and its codes: a tile is one stream of reads front to back;
+ *   runs:    all the tile's codes, then all its scales, then all its biases (padded to 64 bytes).
+ * Grouped where a tile is at least SD_I8_GROUPED_MIN bytes, runs below. Why (measured on a Zen 5,
+ * docs/benchmarks/cpu-grouped-tiles-zen5-2026-12-07.md): the one-token walk takes tiles in pairs,
+ * so runs make six streams of reads (two tiles' codes, scales and biases) and grouped two;
+ * bench_read_pattern read tiles of 512 to 4096 4-bit columns (4.6-37 KB) in the grouped
+ * arrangement at 1.1-1.5x the runs' speed, and the Qwen3 1.7B shape's classic decode (2048 columns)
+ * ran 1.03-1.16x faster; but tiles of 256 and 384 columns (2.3 and 3.5 KB) read at 0.65-0.8x,
+ * and the embedded model's LM head (384 columns) ran 1.2-1.4x slower grouped.
  * A kernel walks a tile front to back once per token tile, reading each quad as one vector whose
- * lanes are rows against 4 activation bytes broadcast to every lane (vpdpbusd, sdot by lane).
- * Why the scales and biases sit in front of their group's codes rather than in runs of their own
- * after the tile's codes: a tile is then one stream of reads front to back, where the runs made
- * three (codes, scales, biases) and the one-token walk's pair of tiles six, which the memory system
- * served slower: the Qwen3 1.7B shape's classic decode 1.02-1.10x on a Zen 5
- * (docs/benchmarks/cpu-inline-scales-zen5-2026-12-07.md). */
+ * lanes are rows against 4 activation bytes broadcast to every lane (vpdpbusd, sdot by lane). */
 #ifndef SD_OPS_I8_H
 #define SD_OPS_I8_H
 #include <stddef.h>
@@ -60,8 +65,9 @@ typedef struct sd_i8_packed {
     specdec_dtype dtype;          /* of the scales and biases */
     int tiles, nkb, ng;           /* tiles of 16 rows, blocks of 32 columns, groups per row */
     size_t tile_bytes;            /* one tile, a multiple of 64 */
-    size_t g_bytes;               /* one group of a tile: its scales, biases and codes */
-    size_t c_off;                 /* the codes' offset inside a group (after 16 scales and 16 biases) */
+    int grouped;                  /* 1: each group's scales and biases in front of its codes; 0: runs */
+    size_t s_off, b_off, c_off;   /* group 0's scales, biases and codes inside a tile */
+    size_t g_sb, g_c;             /* bytes from one group's scales (or biases) / codes to the next's */
     unsigned char *buf;           /* tiles * tile_bytes, 64-byte aligned */
 } sd_i8_packed;
 
@@ -178,19 +184,22 @@ extern int sd_i8_amx_always;
 #define SD_I8_PF_TILES 2
 static inline int sd_i8_streamed(const sd_i8_packed *P) { return (size_t)P->tiles * P->tile_bytes >= ((size_t)1 << 20); }
 
+/* Tiles of at least this many bytes are packed grouped (the layout above says why). */
+#define SD_I8_GROUPED_MIN 4096
+
 /* Where tile t of P starts. */
 static inline const unsigned char *sd_i8_tile(const sd_i8_packed *P, int t) { return P->buf + (size_t)t * P->tile_bytes; }
 
 /* Group g of the tile starting at tp: its 16 scales, its 16 biases, its first block of codes; and
- * block b's codes (b counted from the row's start). */
+ * block b's codes (b counted from the row's start). Either arrangement (sd_i8_packed.grouped). */
 static inline const unsigned char *sd_i8_scales(const sd_i8_packed *P, const unsigned char *tp, int g) {
-    return tp + (size_t)g * P->g_bytes;
+    return tp + P->s_off + (size_t)g * P->g_sb;
 }
 static inline const unsigned char *sd_i8_biases(const sd_i8_packed *P, const unsigned char *tp, int g) {
-    return tp + (size_t)g * P->g_bytes + (P->c_off >> 1);
+    return tp + P->b_off + (size_t)g * P->g_sb;
 }
 static inline const unsigned char *sd_i8_codes(const sd_i8_packed *P, const unsigned char *tp, int g) {
-    return tp + (size_t)g * P->g_bytes + P->c_off;
+    return tp + P->c_off + (size_t)g * P->g_c;
 }
 static inline const unsigned char *sd_i8_block(const sd_i8_packed *P, const unsigned char *tp, int b) {
     const int bpg = P->group / SD_I8_BLOCK;
