@@ -41,10 +41,11 @@
  * Grouped where a tile is at least SD_I8_GROUPED_MIN bytes, runs below. Why (measured on a Zen 5,
  * docs/benchmarks/cpu-grouped-tiles-zen5-2026-12-07.md): the one-token walk takes tiles in pairs,
  * so runs make six streams of reads (two tiles' codes, scales and biases) and grouped two;
- * bench_read_pattern read tiles of 512 to 4096 4-bit columns (4.6-37 KB) in the grouped
- * arrangement at 1.1-1.5x the runs' speed, and the Qwen3 1.7B shape's classic decode (2048 columns)
- * ran 1.03-1.16x faster; but tiles of 256 and 384 columns (2.3 and 3.5 KB) read at 0.65-0.8x,
- * and the embedded model's LM head (384 columns) ran 1.2-1.4x slower grouped.
+ * bench_read_pattern read tiles of 512 to 4096 4-bit columns (4.6-37 KB) grouped at 1.08-1.33x
+ * the runs' speed, and the Qwen3 1.7B shape's classic decode (2048 columns) ran 1.03-1.16x faster
+ * (its MTP decode 0.83-1.05x: no gain there); but tiles of 256 and 384 columns (2.3 and 3.5 KB)
+ * read grouped at 0.62-0.79x, and the embedded model's LM head (384 columns) ran 1.15-1.45x
+ * slower grouped (why is not known).
  * A kernel walks a tile front to back once per token tile, reading each quad as one vector whose
  * lanes are rows against 4 activation bytes broadcast to every lane (vpdpbusd, sdot by lane). */
 #ifndef SD_OPS_I8_H
