@@ -28,6 +28,7 @@ SD=$BUILD/specdec
 [ -x "$PEER_DIR/bin/llama-bench" ] || bash "$PEERS/build.sh" cpu "$PEER_DIR" >&2
 PY=${PYTHON:-python3}
 $PY -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
+$PY -c 'import numpy' 2>/dev/null || { echo "$(basename "$0"): the peer's GGUF conversion needs numpy: apt-get install python3-numpy" >&2; exit 2; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 
