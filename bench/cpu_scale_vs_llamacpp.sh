@@ -36,7 +36,7 @@ PROMPT=$'// FILE: drivers/char/mem.c\n#include <linux/fs.h>\n\nstatic ssize_t re
 [ -d "$W/model" ] || "$SD" inflate models/qwen3-kernel "$W/model" --shape "$SHAPE" >&2
 PY=${PYTHON:-python3}   # the system python3 has Debian's numpy; another first on PATH may not
 $PY -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
-$PY -c 'import numpy' 2>/dev/null || { echo "$(basename "$0"): the peer's GGUF conversion needs numpy: apt-get install python3-numpy" >&2; exit 2; }
+[ -s "$W/peer.gguf" ] || $PY -c 'import numpy' 2>/dev/null || { echo "$(basename "$0"): the peer's GGUF conversion needs numpy: apt-get install python3-numpy" >&2; exit 2; }
 [ -s "$W/peer.gguf" ] || $PY "$PEERS/gguf_random_shape.py" "$SHAPE" models/qwen3-kernel "$W/peer.gguf" >&2
 
 bytes=$("$SD" info -m "$W/model" 2>/dev/null | sed -n 's/^bytes\/decode step: *\([0-9]*\).*/\1/p')

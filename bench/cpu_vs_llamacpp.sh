@@ -33,7 +33,7 @@ PROMPT=$'// FILE: drivers/char/mem.c\n#include <linux/fs.h>\n\nstatic ssize_t re
 [ -x "$PEER_DIR/bin/llama-bench" ] || bash "$PEERS/build.sh" cpu "$PEER_DIR" >&2
 PY=${PYTHON:-python3}   # the system python3 has Debian's numpy; another first on PATH may not
 $PY -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
-$PY -c 'import numpy' 2>/dev/null || { echo "$(basename "$0"): the peer's GGUF conversion needs numpy: apt-get install python3-numpy" >&2; exit 2; }
+[ -s "$GGUF" ] || $PY -c 'import numpy' 2>/dev/null || { echo "$(basename "$0"): the peer's GGUF conversion needs numpy: apt-get install python3-numpy" >&2; exit 2; }
 [ -s "$GGUF" ] || $PY "$PEERS/mlx_to_gguf.py" "$MODEL" "$GGUF" q4_0 >&2
 if [ ! -x "$BUILD/specdec" ] || [ ! -x "$BUILD/bench_matmul" ]; then
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DSPECDEC_CUDA=OFF >/dev/null
