@@ -23,6 +23,7 @@ THREADS=${THREADS:-2}
 cd "$(dirname "$0")/.."
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
+[ -z "${ERR_DIR:-}" ] || mkdir -p "$ERR_DIR"
 # held-out prompts (c-fs-04 ends at EOS at once under greedy decoding)
 grep -v '"c-fs-04"' tests/data/prompts/heldout.jsonl | sed -n "1,${NP}p" |
   python3 -c 'import json,sys
