@@ -17,8 +17,8 @@
  * The plain read every roofline here is measured against (bench_util.h) is printed too.
  * Rounds alternate the patterns (one pass each, after a discarded pass of each); prints the
  * median, min and max GB/s per pattern. On a 2-vCPU Zen 5 (docs/benchmarks/
- * cpu-grouped-tiles-zen5-2026-12-07.md) "pairs inline" read 512 to 4096 columns at 1.1-1.5x
- * "pairs" but 256 and 384 columns (tiles under 4 KB) at 0.65-0.8x: the packer's rule for the two
+ * cpu-grouped-tiles-zen5-2026-12-07.md) "pairs inline" read 512 to 4096 columns at 1.08-1.33x
+ * "pairs" but 256 and 384 columns (tiles under 4 KB) at 0.62-0.79x: the packer's rule for the two
  * arrangements. One stream laid out from a pair's blocks alternating ran the kernel 0.90x as fast
  * as two (cpu-read-pattern-epyc-zen5-2026-12-07.md): a ratio here is the memory side alone.
  * Usage: bench_read_pattern [threads=2] [rounds=9] [cols=2048] */

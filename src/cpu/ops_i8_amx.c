@@ -138,12 +138,11 @@ SD_AINLINE void rows_nt(const sd_i8_args *a, int r0, int r1, int t0, const int N
             const int bp = j % nbp;
             /* a block pair lies in one group (a group is a whole number of pairs), so its 2 nq
              * quads are contiguous */
-            const unsigned char *bpw = sd_i8_block(P, sd_i8_tile(P, tile0 + j / nbp), 2 * bp), *bsrc;
+            const unsigned char *tq = sd_i8_tile(P, tile0 + j / nbp), *bpw = sd_i8_block(P, tq, 2 * bp), *bsrc;
             if (pf) {
                 for (int u = 0; u < 2 * nq; u++) _mm_prefetch((const char *)bpw + pfo + 64 * u, _MM_HINT_T0);
                 if ((2 * bp * SD_I8_BLOCK) % P->group == 0) {   /* the group's first pair: its scales and biases */
                     const int g = 2 * bp * SD_I8_BLOCK / P->group;
-                    const unsigned char *tq = sd_i8_tile(P, tile0 + j / nbp);
                     _mm_prefetch((const char *)sd_i8_scales(P, tq, g) + pfo, _MM_HINT_T0);
                     _mm_prefetch((const char *)sd_i8_biases(P, tq, g) + pfo, _MM_HINT_T0);
                 }
