@@ -92,7 +92,8 @@
 #             (STEP_TOKENS, default 5; STEP_LAUNCHES, default 2000; STEP_MODELS, default both); of
 #             ab's earlier build too when ab is among the phases (STEP_OLD=0: not); bench/ncu_step.awk
 #             sums the last decode step by kernel
-#             (step_*.md)
+#             (step_*.md); STEP_ARGS more options of specdec run (e.g. --draft mtp --block-size 4),
+#             STEP_TAG a suffix of the files' names
 #   decide    the decisions only scale can make, on the inflated 8B shape, each arm interleaved in
 #             one specdec bench: the reduced draft vocabulary at 8k / 16k / 32k against the full
 #             head, the verify's projected rows capped at 2 and 3 against K + 1, and the 4-bit MTP
@@ -256,10 +257,11 @@ if has step; then   # every kernel of a few decode steps, each one's own duratio
     for b in "$BIN" $([ "${STEP_OLD:-1}" = 1 ] && echo "${OLD_BIN:-}"); do   # ab's earlier build too, when there is one
       [ -x "$b" ] || continue
       bt=new; [ "$b" = "$BIN" ] || bt=old
-      run_to 400 "$OUT/step_${tag}_$bt.csv" ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
-        --launch-count ${STEP_LAUNCHES:-2000} "$b" run -m "$m" --backend cuda -p "Hello there" -n ${STEP_TOKENS:-5} --ignore-eos
-      awk -F'","' -f bench/ncu_step.awk "$OUT/step_${tag}_$bt.csv" > "$OUT/step_${tag}_$bt.md" 2>&1
-      log "step $tag $bt: $(grep -c gpu__time_duration "$OUT/step_${tag}_$bt.csv") kernels profiled; $(tail -1 "$OUT/step_${tag}_$bt.md")"
+      f=$OUT/step_${tag}${STEP_TAG:-}_$bt
+      run_to 400 "$f.csv" ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+        --launch-count ${STEP_LAUNCHES:-2000} "$b" run -m "$m" --backend cuda -p "Hello there" -n ${STEP_TOKENS:-5} --ignore-eos ${STEP_ARGS:-}
+      awk -F'","' -f bench/ncu_step.awk "$f.csv" > "$f.md" 2>&1
+      log "step $tag${STEP_TAG:-} $bt: $(grep -c gpu__time_duration "$f.csv") kernels profiled; $(tail -1 "$f.md")"
     done
   done
 fi
