@@ -365,6 +365,11 @@ typedef struct specdec_gen_stats {
     double prefill_tok_s, decode_tok_s;
     int stop_reason;                  /* a specdec_stop_reason */
     uint64_t seed;                    /* the sampling seed the generation used */
+    double device_ms;                 /* backends with device timers (CUDA): the device time of the
+                                       * decode's rounds, each from its first op to its readback's
+                                       * result (and the drafter's feed); decode_ms minus it is what
+                                       * the device waited on the host (readback latency, emitting,
+                                       * the next round's launch). 0 elsewhere. */
 } specdec_gen_stats;
 
 /* Why a generation ended. */

@@ -393,6 +393,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
     }
     bool auto_off = false;      /* auto: classic won; the drafter is no longer fed this generation */
     bool acc_pending = false;   /* device timers: the last accept's time is not read yet */
+    double dev_busy = 0;        /* device timers: the rounds' device time (specdec_gen_stats.device_ms) */
 
     while (st == SPECDEC_OK && !stopped) {
         if (emitted >= gp->max_tokens) { s.gen.stop_reason = SD_STOP_BUDGET; break; }
@@ -456,6 +457,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
             dv_vf = dev_ms(&r, M_DRAFTED, M_VERIFIED); dv_wk = dev_ms(&r, M_VERIFIED, M_WALKED);
             if (acc_pending) dv_acc = dev_ms(&r, M_ACC0, M_ACC1);
             acc_pending = false;
+            dev_busy += dev_ms(&r, M_START, M_WALKED) + dv_acc;
         }
         if (st == SPECDEC_OK && spec_on && !stopped && !auto_off) {
             st = mark(&r, M_ACC0, err);
@@ -509,6 +511,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
         double a = dev_ms(&r, M_ACC0, M_ACC1);
         s.accept_ms += a;
         s.round_ms += a;   /* the last accept ran after its round's host clock stopped */
+        dev_busy += a;
     }
     if (st == SPECDEC_OK) sd_emit_finish(&r.em);
     double t_end = sd_now_ms();
@@ -516,6 +519,7 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
      * (after the first token) but is reported apart (probe_ms), as classic decoding has none */
     s.gen.decode_ms = t_end - t_dec - s.probe_ms;
     s.gen.generated_tokens = r.em.n_ids;
+    s.gen.device_ms = dev_busy;
     sd_spec_stats_finish(&s, sp, spec_on);
     if (d && d->vt->profile) {
         sd_drafter_prof p1;

@@ -217,6 +217,9 @@ int cmd_bench(int argc, char **argv) {
      * the warm-up's prefill is discarded, so lazy module loads and first allocations stay out */
     static double pf_med[MAXP], pf_min[MAXP], pf_max[MAXP];
     static int pf_tok[MAXP];
+    /* devices with timers: the decode's device time, wall time and tokens over every timed run
+     * (index 0 classic, 1 + k arm k), for the share the device waited on the host */
+    static double dv_ms[MAXA + 1], dv_wall[MAXA + 1], dv_tok[MAXA + 1];
     for (int pi = 0; pi < np; pi++) {
         int32_t *pids = NULL; size_t npids = 0;
         if (byte_ids) {
@@ -258,6 +261,7 @@ int cmd_bench(int argc, char **argv) {
                 free(b);
                 if (r < 0) continue;
                 sa[k][r] = ss.gen.decode_tok_s; taus[k][r] = ss.tau;
+                dv_ms[1 + k] += ss.gen.device_ms; dv_wall[1 + k] += ss.gen.decode_ms; dv_tok[1 + k] += ss.gen.generated_tokens;
                 dms[k][r] = ss.rounds ? ss.draft_ms / (double)ss.rounds : 0;
                 rounds[k] += ss.rounds; drafted[k] += ss.drafted;
                 proj_all[k] += ss.projected; rounds_all[k] += ss.rounds;
@@ -276,6 +280,7 @@ int cmd_bench(int argc, char **argv) {
             }
             if (r < 0) continue;
             ca[r] = gs.decode_tok_s;
+            dv_ms[0] += gs.device_ms; dv_wall[0] += gs.decode_ms; dv_tok[0] += gs.generated_tokens;
             pfa[r] = gs.prefill_tok_s;
             c_gen = gs.generated_tokens; c_stop = gs.stop_reason;
         }
@@ -331,6 +336,15 @@ int cmd_bench(int argc, char **argv) {
     for (int pi = 0; pi < np; pi++)
         P("%s %s %.1f [%.1f, %.1f] (%d)", pi ? ";" : "", ids_s[pi], pf_med[pi], pf_min[pi], pf_max[pi], pf_tok[pi]);
     P("\n");
+    if (dv_ms[0] > 0 && dv_wall[0] > 0) {   /* the rest of the decode: the device waiting on the host between rounds */
+        P("\ndevice busy share of the decode, every timed run (idle us a generated token): classic %.1f%% (%.1f)",
+          100.0 * dv_ms[0] / dv_wall[0], dv_tok[0] > 0 ? 1e3 * (dv_wall[0] - dv_ms[0]) / dv_tok[0] : 0.0);
+        for (int k = 0; k < na; k++)
+            if (dv_wall[1 + k] > 0)
+                P("; arm %s %.1f%% (%.1f)", arml[k], 100.0 * dv_ms[1 + k] / dv_wall[1 + k],
+                  dv_tok[1 + k] > 0 ? 1e3 * (dv_wall[1 + k] - dv_ms[1 + k]) / dv_tok[1 + k] : 0.0);
+        P("\n");
+    }
     loadavg(la1, sizeof la1);
     P("\nloadavg after: %s\n", la1);
     if (wide) P("\nNOTE: some arms spread wider than 5%% (min..max over the median): treat those rows with care.\n");

@@ -105,6 +105,10 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "[stats] prompt %d tokens, prefill %.1f tok/s (%.1f ms), generated %d tokens, decode %.2f tok/s (%.2f ms/token), stop: %s%s\n",
             st.prompt_tokens, st.prefill_tok_s, st.prefill_ms, st.generated_tokens, st.decode_tok_s,
             st.decode_tok_s > 0 ? 1e3 / st.decode_tok_s : 0.0, specdec_stop_reason_name(st.stop_reason), seed_s);
+    if (st.device_ms > 0 && st.decode_ms > 0)   /* the rest: the device waiting on the host between rounds */
+        fprintf(stderr, "[stats] device busy %.1f%% of the decode (%.1f of %.1f ms; %.1f us a token idle)\n",
+                100.0 * st.device_ms / st.decode_ms, st.device_ms, st.decode_ms,
+                st.generated_tokens > 0 ? 1e3 * (st.decode_ms - st.device_ms) / st.generated_tokens : 0.0);
     {
         specdec_backend_stats bs;
         specdec_ctx_backend_stats(ctx, &bs);
