@@ -19,7 +19,9 @@
 #   sanitize  compute-sanitizer memcheck and racecheck on test_cuda and on test_cuda_kernels' quick
 #             subset (SPECDEC_TEST_QUICK=1: one case of each kernel family); SANITIZE_TO seconds
 #             each (default 300), SANITIZE_EXCLUDE a kernel-name substring left out, SANITIZE_ONLY the
-#             one checked (the others run unchecked, at full speed)
+#             one checked (the others run unchecked, at full speed); SANITIZE_TESTS / SANITIZE_TOOLS the
+#             tests and tools run (default both of each; e.g. SANITIZE_TESTS=test_cuda_kernels
+#             SANITIZE_TOOLS=racecheck SANITIZE_ONLY=attn_: the attention kernels' racecheck alone)
 #   bench     bench_cuda (kernels against the copy bandwidth of the same run; BENCH_ARGS, e.g. --quick)
 #   spec      specdec bench on the CUDA backend (classic vs MTP, interleaved; one process, so the
 #             auto width's measurements and the recorded graphs carry over from the warm-up):
@@ -222,8 +224,8 @@ if has tp; then
 fi
 
 if has sanitize; then   # the object's test, and one case of each kernel family (SPECDEC_TEST_QUICK=1)
-  for t in test_cuda test_cuda_kernels; do
-    for tool in memcheck racecheck; do
+  for t in ${SANITIZE_TESTS:-test_cuda test_cuda_kernels}; do
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
       # API errors are not reported: test_cuda asks for more memory than the device has on purpose
       # SANITIZE_EXCLUDE: a kernel-name substring left unchecked (e.g. st_kernel, whose mbarrier-ordered
       # stages racecheck reports as hazards: docs/benchmarks/cuda-h100-2026-12-05.md)
