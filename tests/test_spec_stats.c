@@ -5,7 +5,10 @@
  * rounds must fit in decode (round_ms <= decode_ms), and decode_tok_s must be
  * (generated - 1) / decode_ms, as classic decoding reports it. A second call finds the probe
  * cached (probe_ms = 0) and the same identities hold. Before the fix decode_ms also held the
- * probe, so the three spans added up to more than the call took. */
+ * probe, so the three spans added up to more than the call took.
+ * gen.device_ms, the rounds' device time: 0 on the CPU backend (no device timers); on the
+ * "cpu-sim" backend (timers on the host clock, every mark inside a round) more than 0 and within
+ * the decode span, for classic and speculative decoding alike. */
 #include "check.h"
 #include "tiny_spec.h"
 #include "specdec.h"
@@ -67,6 +70,25 @@ int main(void) {
     CHECK(s.probe_cached && s.probe_ms == 0, "second call: probe cached (%.3f ms)", s.probe_ms);
     check_spans(&s, wall, "cached");
 
+    CHECK(s.gen.device_ms == 0, "cpu backend: device_ms %.3f, want 0 (no device timers)", s.gen.device_ms);
+    specdec_drafter_free(d);
+    specdec_ctx_free(c);
+    c = NULL; d = NULL;
+
+    cp.backend = "cpu-sim";
+    CHECK(specdec_ctx_init(m, &cp, &c, &err) == SPECDEC_OK, "sim ctx: %s", err.msg);
+    CHECK(specdec_drafter_init(m, "mtp", &d, &err) == SPECDEC_OK, "sim mtp drafter: %s", err.msg);
+    if (c && d) {
+        const double eps = 0.05;
+        specdec_gen_stats g;
+        CHECK(specdec_generate(c, NULL, prompt, 6, &gp, NULL, NULL, &g, &err) == SPECDEC_OK, "sim classic: %s", err.msg);
+        CHECK(g.device_ms > 0 && g.device_ms <= g.decode_ms + eps, "sim classic: device %.3f ms, decode %.3f ms", g.device_ms,
+              g.decode_ms);
+        CHECK(specdec_spec_generate(c, d, NULL, prompt, 6, &gp, &sp, NULL, NULL, &s, &err) == SPECDEC_OK, "sim spec: %s", err.msg);
+        CHECK(s.speculated && s.rounds > 0, "sim spec: speculated (%lld rounds)", (long long)s.rounds);
+        CHECK(s.gen.device_ms > 0 && s.gen.device_ms <= s.gen.decode_ms + eps, "sim spec: device %.3f ms, decode %.3f ms",
+              s.gen.device_ms, s.gen.decode_ms);
+    }
     specdec_drafter_free(d);
     specdec_ctx_free(c);
     specdec_model_free(m);

@@ -419,8 +419,11 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
             if (st != SPECDEC_OK) break;
             if (nd < 0 || nd > K - 1) { st = sd_fail(err, SPECDEC_ERR_INTERNAL, "drafter returned %d of %d drafts", nd, K - 1); break; }
         }
-        if (st == SPECDEC_OK && K == 1) st = mark(&r, M_FLUSHED, err);
-        if (st == SPECDEC_OK) st = mark(&r, M_DRAFTED, err);
+        /* classic decoding reads only the round's whole span (M_START to M_WALKED): its empty
+         * flush and draft phases get no marks, two event records fewer in the gap where the
+         * device waits for the round's launch */
+        if (st == SPECDEC_OK && K == 1 && spec_on) st = mark(&r, M_FLUSHED, err);
+        if (st == SPECDEC_OK && spec_on) st = mark(&r, M_DRAFTED, err);
         if (st != SPECDEC_OK) break;
         /* verify_rows caps the rows the LM head projects (the experiment of a verify that stops
          * early): the walk then sees only the drafts of projected rows; the output is unchanged */
@@ -452,12 +455,14 @@ specdec_status sd_round_generate(specdec_ctx *c, specdec_drafter *d, const specd
         /* device time of the phases, now that the readback waited for them (the previous round's
          * accept included: it ran before this round's first mark) */
         double dv_fl = 0, dv_dr = 0, dv_vf = 0, dv_wk = 0, dv_acc = 0;
-        if (r.devt) {
+        if (r.devt && spec_on) {   /* the phases' sum is the round's span, M_START to M_WALKED */
             dv_fl = dev_ms(&r, M_START, M_FLUSHED); dv_dr = dev_ms(&r, M_FLUSHED, M_DRAFTED);
             dv_vf = dev_ms(&r, M_DRAFTED, M_VERIFIED); dv_wk = dev_ms(&r, M_VERIFIED, M_WALKED);
             if (acc_pending) dv_acc = dev_ms(&r, M_ACC0, M_ACC1);
             acc_pending = false;
-            dev_busy += dev_ms(&r, M_START, M_WALKED) + dv_acc;
+            dev_busy += dv_fl + dv_dr + dv_vf + dv_wk + dv_acc;
+        } else if (r.devt) {   /* classic: one query, the span (its phases are not reported) */
+            dev_busy += dev_ms(&r, M_START, M_WALKED);
         }
         if (st == SPECDEC_OK && spec_on && !stopped && !auto_off) {
             st = mark(&r, M_ACC0, err);
